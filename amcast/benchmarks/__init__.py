@@ -1,0 +1,1 @@
+"""Benchmarks run by ``amcast bench NAME`` (see ``amcast.commands.bench``)."""

@@ -1,0 +1,1 @@
+"""Subcommands of ``amcast``; each module defines ``register(subparsers)``."""
