@@ -1,0 +1,109 @@
+"""The engine's contract: bad input is a typed error, config is validated, ack-only
+messages vote but are never delivered, and G drains."""
+
+from __future__ import annotations
+
+import pytest
+
+from protocols.errors import ConfigurationError, ProtocolViolation
+from protocols.ordering import (
+    CausalMessage,
+    DeliveryRule,
+    OrderingConfig,
+    OrderingRule,
+    TotalOrderEngine,
+)
+
+
+def engine(n: int = 3, rule: str = "stoto", phi: float | None = None) -> TotalOrderEngine:
+    return TotalOrderEngine(range(n), OrderingConfig(rule=rule, phi=phi))
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (CausalMessage(9, 1), "unknown_sender"),
+        (CausalMessage(0, 2), "sequence_gap"),
+        (CausalMessage(0, 1, ((1, 1),)), "ack_unknown"),
+        (CausalMessage(0, 1, ((0, 1),)), "ack_unknown"),
+        (CausalMessage(0, 1, ((7, 1),)), "unknown_sender"),
+        (CausalMessage(0, 1, ((1, 0),)), "ack_unknown"),
+    ],
+)
+def test_impossible_messages_raise_protocol_violation(message: CausalMessage, reason: str) -> None:
+    with pytest.raises(ProtocolViolation) as info:
+        engine().insert(message)
+    assert info.value.reason == reason
+
+
+def test_a_duplicate_is_a_protocol_violation_and_leaves_state_intact() -> None:
+    e = engine()
+    e.insert(CausalMessage(0, 1, payload="x"))
+    with pytest.raises(ProtocolViolation, match="duplicate"):
+        e.insert(CausalMessage(0, 1, payload="x"))
+    assert e.pending == 1
+
+
+@pytest.mark.parametrize(
+    ("rule", "n", "phi"),
+    [("stoto", 8, 3), ("stoto", 8, 8), ("gtoto", 8, 1), ("gtoto", 8, 8), ("gltoto", 4, 0.5)],
+)
+def test_phi_out_of_range_is_a_configuration_error(rule: str, n: int, phi: float) -> None:
+    with pytest.raises(ConfigurationError, match="phi"):
+        engine(n, rule, phi)
+
+
+def test_unknown_rule_and_duplicate_members_are_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError, match="unknown ordering rule"):
+        OrderingConfig(rule="fastest")
+    with pytest.raises(ConfigurationError, match="distinct"):
+        TotalOrderEngine([1, 1, 2])
+
+
+def test_default_phi_is_half_the_group_and_stays_valid_for_two_members() -> None:
+    assert engine(8, "stoto").phi == 4
+    assert engine(7, "stoto").phi == 3.5
+    assert engine(2, "gltoto").phi == 1.5
+    assert engine(1, "gltoto").phi == 1.5
+
+
+def test_single_member_delivers_at_once() -> None:
+    e = TotalOrderEngine([42], OrderingConfig(rule="gltoto"))
+    out = e.insert(CausalMessage(42, 1, payload="solo"))
+    assert [(d.payload, d.position, d.rule) for d in out] == [("solo", 0, DeliveryRule.DEFAULT)]
+
+
+@pytest.mark.parametrize("rule", [r for r in OrderingRule if r is not OrderingRule.TOTO])
+def test_ack_only_messages_vote_are_never_delivered_and_leave_g(rule: OrderingRule) -> None:
+    e = TotalOrderEngine(range(3), OrderingConfig(rule=rule))
+    out = e.insert(CausalMessage(0, 1, payload="a"))
+    out += e.insert(CausalMessage(1, 1, ((0, 1),)))  # ack-only, votes for a
+    out += e.insert(CausalMessage(2, 1, ((0, 1),)))  # ack-only, votes for a
+    out += e.insert(CausalMessage(0, 2, ((1, 1), (2, 1))))  # ack-only
+    out += e.insert(CausalMessage(1, 2, ((0, 2), (2, 1))))  # ack-only
+    out += e.insert(CausalMessage(2, 2, ((0, 2), (1, 2))))  # ack-only
+    assert [d.payload for d in out] == ["a"]
+    assert out[0].position == 0
+    assert e.delivered_ack_only >= 2  # the first ack-only round left G
+    nxt = e.insert(CausalMessage(0, 3, ((1, 2), (2, 2)), payload="b"))
+    nxt += e.insert(CausalMessage(1, 3, ((0, 3),)))
+    nxt += e.insert(CausalMessage(2, 3, ((0, 3), (1, 3))))
+    assert [(d.payload, d.position) for d in nxt] == [("b", 1)]
+
+
+def test_delivery_event_reports_votes_and_activation() -> None:
+    e = engine(3, "stoto")  # phi = 1.5: a source with 2 votes fires
+    assert e.insert(CausalMessage(0, 1, payload="a")) == []
+    out = e.insert(CausalMessage(1, 1, ((0, 1),), payload="b"))
+    assert len(out) == 1
+    d = out[0]
+    assert (d.sender, d.seq, d.rule, d.nvt, d.ntail, d.unseen, d.activation) == (
+        0,
+        1,
+        DeliveryRule.EARLY,
+        2,
+        2,
+        1,
+        0,
+    )
+    assert e.activation == 1
