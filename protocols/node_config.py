@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocols.errors import ConfigurationError
+from protocols.ordering import OrderingConfig
 
 MIN_KEY_BYTES = 16
 MIN_DATAGRAM_BUDGET = 512
@@ -20,9 +21,9 @@ MAX_DATAGRAM_BUDGET = 65_507  # largest UDP payload over IPv4
 class NodeConfig:
     # --- total order (sections 3-5 of the seed paper) ---
     rule: str = "stoto"
-    """Delivery rule of the engine: lex, toto, stoto, gtoto or gltoto."""
+    """Delivery rule of the engine: lex, stoto, gtoto or gltoto (toto is unsafe, refused)."""
     phi: float | None = None
-    """Threshold Φ of the rule; ``None`` = n/2."""
+    """Threshold Φ of the rule; ``None`` = n/2 (checked against n when the Node starts)."""
 
     # --- authentication ---
     group_key: bytes | None = None
@@ -74,8 +75,7 @@ class NodeConfig:
                 raise ConfigurationError("group_key and insecure=True are contradictory")
             if len(self.group_key) < MIN_KEY_BYTES:
                 raise ConfigurationError(f"group_key must have >= {MIN_KEY_BYTES} bytes")
-        if self.rule not in {"lex", "toto", "stoto", "gtoto", "gltoto"}:
-            raise ConfigurationError(f"unknown ordering rule {self.rule!r}")
+        OrderingConfig(rule=self.rule, phi=self.phi)  # raises ConfigurationError if unknown
         if not MIN_DATAGRAM_BUDGET <= self.datagram_budget <= MAX_DATAGRAM_BUDGET:
             raise ConfigurationError(
                 f"datagram_budget must be in [{MIN_DATAGRAM_BUDGET}, {MAX_DATAGRAM_BUDGET}]"
