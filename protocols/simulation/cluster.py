@@ -16,11 +16,17 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from protocols.errors import BackpressureError
-from protocols.events import BackpressureReleased, BatchDelivered, DatagramDropped, ServiceLevel
+from protocols.events import (
+    BackpressureReleased,
+    BatchDelivered,
+    DatagramDropped,
+    Event,
+    ServiceLevel,
+)
 from protocols.node import Node
 from protocols.node_config import NodeConfig
 from protocols.simulation.checkers import Delivery, SentMessage, check_all
@@ -101,10 +107,14 @@ class Cluster:
         self.safe_violations: list[str] = []
         self.drops: dict[str, int] = {}
         self.blocked = dict.fromkeys(self.members, False)
+        self.other_events: dict[int, list[Event]] = {i: [] for i in self.members}
+        """Every event but deliveries, per node (drops, backpressure)."""
         self.track_losses = False
         self._lost_first: set[tuple[int, int, int]] = set()  # (dst, origin, seq)
         self.repair_latencies: list[float] = []
         self.clean_latencies: list[float] = []
+        self.link_filter: Callable[[int, int, bytes], bool] | None = None
+        """Tests: ``filter(src, dst, datagram)`` returning False drops that copy."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -115,15 +125,19 @@ class Cluster:
             if lost and self.track_losses:
                 self._note_losses(i, data, lost)
             for at, dst in arrivals:
+                if self.link_filter is not None and not self.link_filter(i, dst, data):
+                    continue
                 self._counter += 1
                 heapq.heappush(self._heap, (at, self._counter, dst, data))
         for ev in node.events():
             if isinstance(ev, BatchDelivered):
                 self._delivered(i, ev)
-            elif isinstance(ev, BackpressureReleased):
-                self.blocked[i] = False
-            elif isinstance(ev, DatagramDropped):
-                self.drops[ev.reason] = self.drops.get(ev.reason, 0) + 1
+            else:
+                self.other_events[i].append(ev)
+                if isinstance(ev, BackpressureReleased):
+                    self.blocked[i] = False
+                elif isinstance(ev, DatagramDropped):
+                    self.drops[ev.reason] = self.drops.get(ev.reason, 0) + 1
 
     def _note_losses(self, src: int, data: bytes, lost: list[int]) -> None:
         from protocols.wire.codec import Kind, decode
@@ -237,6 +251,29 @@ class Cluster:
             self.seed, self.n, self.now, self.sent, self.logs, violations, self.nodes,
             self.network, dict(self.drops), self.repair_latencies, self.clean_latencies,
         )
+
+    def advance(self, until: float) -> None:
+        """Process arrivals and timers (no submissions) up to virtual time ``until``."""
+        nodes = self.nodes
+        while True:
+            t, target = math.inf, -1
+            if self._heap:
+                t = self._heap[0][0]
+            for i, node in nodes.items():
+                nt = node.next_timer()
+                if nt is not None and nt < t:
+                    t, target = nt, i
+            if t > until:
+                self.now = max(self.now, until)
+                return
+            self.now = max(self.now, t)
+            if target < 0:
+                _, _, dst, data = heapq.heappop(self._heap)
+                nodes[dst].receive_datagram(data, self.now)
+                self._after(dst)
+            else:
+                nodes[target].handle_timer(self.now)
+                self._after(target)
 
     @staticmethod
     def _gap(rng: random.Random, workload: Workload) -> float:
