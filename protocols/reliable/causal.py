@@ -9,7 +9,9 @@ which is what the total-order engine needs (section 2, "Causality DAG").
 Arrivals that cannot be released yet wait in a hold buffer bounded per sender
 (``receive_window`` ahead of the last released vertex) and in total (``max_held``);
 beyond the bounds a vertex is refused (the caller counts the drop; the gap is nacked
-and repaired later). Duplicates are recognised and refused. ``known`` records the
+and repaired later), except a sender's next vertex, which is always taken so that a
+buffer full of later vertices cannot block the one they wait for (so at most
+``max_held + n`` vertices are held). Duplicates are recognised and refused. ``known`` records the
 highest sequence number heard of per sender (from vertices, acks and heartbeats), so
 the gaps ``released < seq <= known`` not held are what the repair layer nacks.
 """
@@ -59,8 +61,8 @@ class CausalReleaser:
                 self.known[node] = ack
         if seq > released[origin] + self._receive_window:
             return BEYOND_WINDOW
-        if self.held_count >= self._max_held:
-            return BUFFER_FULL
+        if self.held_count >= self._max_held and seq != released[origin] + 1:
+            return BUFFER_FULL  # the next vertex of a sender is always taken: no deadlock
         self._held[origin][seq] = v
         self.held_count += 1
         if seq == released[origin] + 1:
