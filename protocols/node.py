@@ -62,6 +62,8 @@ class NodeStats:
         default_factory=lambda: dict.fromkeys(KIND_NAMES.values(), 0)
     )
     bytes_sent: int = 0
+    data_bytes_sent: int = 0
+    """Bytes of DATA datagrams (header, tag and payload)."""
     bytes_received: int = 0
     messages_submitted: int = 0
     messages_delivered: int = 0
@@ -261,6 +263,8 @@ class Node:
         for dg, data in zip(self._outq, out, strict=True):
             sent[KIND_NAMES[dg.kind]] += 1
             stats.bytes_sent += len(data)
+            if dg.kind is Kind.DATA:
+                stats.data_bytes_sent += len(data)
             stats.nack_ranges_sent += len(dg.nacks)
         self._outq = []
         self._last_sent = self._now
