@@ -50,8 +50,9 @@ _HINTS: dict[int, str] = {
         "of `ip -4 addr` (127.0.0.1 for a single-host cluster)"
     ),
     errno.ENODEV: (
-        "no multicast-capable device for {interface}: add a route "
-        "(`ip route add 224.0.0.0/4 dev IFACE`) or use interface 127.0.0.1 for local tests"
+        "no multicast-capable interface has address {interface}: set network.interface to "
+        "one of `ip -4 addr` (127.0.0.1 for a single-host cluster) or add a route "
+        "(`ip route add 224.0.0.0/4 dev IFACE`)"
     ),
     errno.ENOBUFS: (
         "the kernel refused another multicast membership: raise "
