@@ -149,7 +149,7 @@ class DaemonConfig(_Section):
 def build_node_config(table: Mapping[str, Any]) -> Any:
     from pydantic import TypeAdapter
 
-    from protocols.node_config import NodeConfig
+    from protocols.node_config import NodeConfig  # the engine's own definition of its knobs
 
     known = {f.name for f in dataclasses.fields(NodeConfig) if f.init}
     unknown = sorted(set(table) - known)
@@ -157,8 +157,11 @@ def build_node_config(table: Mapping[str, Any]) -> Any:
         raise ConfigurationError(
             f"[protocol]: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
+    values = dict(table)
+    if isinstance(values.get("group_key"), str):
+        values["group_key"] = values["group_key"].encode()
     try:
-        return TypeAdapter(NodeConfig).validate_python(dict(table))
+        return TypeAdapter(NodeConfig).validate_python(values)
     except ValidationError as exc:
         raise ConfigurationError(f"[protocol]: {_describe(exc)}") from None
     except (ValueError, TypeError) as exc:

@@ -27,6 +27,23 @@ def encode(client: int, groups: list[str], payloads: list[bytes]) -> bytes:
     return _packb((client, groups, payloads), use_bin_type=True)
 
 
+def split(payloads: list[bytes], limit: int) -> list[list[bytes]]:
+    """Consecutive runs of ``payloads`` of at most ``limit`` bytes each (order kept)."""
+    parts: list[list[bytes]] = []
+    current: list[bytes] = []
+    size = 0
+    for p in payloads:
+        cost = len(p) + 8
+        if current and size + cost > limit:
+            parts.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += cost
+    if current:
+        parts.append(current)
+    return parts
+
+
 def decode(envelope: bytes) -> list[Any] | None:
     """``[client, groups, payloads]``; ``None`` if the bytes are not an envelope."""
     try:

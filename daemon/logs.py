@@ -102,12 +102,17 @@ class DeliveryLog:
 
     def delivery(
         self, *, view: int, variant: str, phi: float, sender: int, seq: int, position: int | None,
-        count: int, nbytes: int, service: str, activation: int, rule: str, ntail: int,
-        unseen: int, nvt: int, send_ts: float, ts: float, envelopes: int,
+        count: int, nbytes: int, service: str, activation: int | None, rule: str,
+        ntail: int | None, unseen: int | None, nvt: int | None, send_ts: float, ts: float,
+        envelopes: int,
     ) -> None:
+        """One ``delivery`` record; the causal service writes null for ordering fields."""
         if self._deliveries is None:
             return
-        pos = "null" if position is None else position
+        if position is None:
+            pos = activation = ntail = unseen = nvt = "null"  # type: ignore[assignment]
+        else:
+            pos = position  # type: ignore[assignment]
         self._deliveries.write(
             f'{{"schema":1,"type":"delivery","node":{self.node},"view":{view},'
             f'"variant":"{variant}","phi":{phi!r},"sender":{sender},"seq":{seq},'

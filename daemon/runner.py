@@ -55,6 +55,7 @@ from protocols.events import (
 from protocols.node import Node
 
 log = structlog.get_logger("amcastd")
+ENVELOPE_OVERHEAD = 160  # engine header + tag + envelope framing, bytes (generous)
 
 
 class Daemon:
@@ -64,9 +65,11 @@ class Daemon:
         self._clock_offset = time.time() - time.monotonic()
         self.started = self.now()
         self.node_config = config.node_config()
-        self.variant = str(getattr(self.node_config, "variant", "toto"))
-        self.variant = getattr(getattr(self.node_config, "variant", None), "value", self.variant)
-        self.phi = float(getattr(self.node_config, "phi", 0.0) or 0.0)
+        self.variant = str(self.node_config.rule)
+        phi = self.node_config.phi
+        self.phi = float(len(config.node.members) / 2 if phi is None else phi)
+        # one envelope should fit one datagram (the engine fragments bigger ones)
+        self.envelope_bytes = max(256, self.node_config.datagram_budget - ENVELOPE_OVERHEAD)
         seed = config.node.seed
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().random())
         self.view_id = 0
@@ -211,17 +214,24 @@ class Daemon:
     ) -> str | None:
         if self.stopping:
             return "shutting_down"
-        env = envelope.encode(conn.id, groups, payloads)
-        item = (env, ServiceLevel(service), len(payloads), sum(map(len, payloads)))
-        if self._blocked:
-            if len(self._blocked) >= self.config.api.submit_queue_frames:
-                return "overloaded"
-            self._blocked.append(item)
-            return None
-        if not self._submit(item):
-            self._blocked.append(item)
-            self.counters.backpressure_events += 1
-            self.api.pause_sends()
+        level = ServiceLevel(service)
+        total = sum(map(len, payloads))
+        if total + 8 * len(payloads) <= self.envelope_bytes:
+            items = [(envelope.encode(conn.id, groups, payloads), level, len(payloads), total)]
+        else:
+            items = [
+                (envelope.encode(conn.id, groups, part), level, len(part), sum(map(len, part)))
+                for part in envelope.split(payloads, self.envelope_bytes)
+            ]
+        if self._blocked and len(self._blocked) + len(items) > self.config.api.submit_queue_frames:
+            return "overloaded"
+        for item in items:
+            if self._blocked:
+                self._blocked.append(item)
+            elif not self._submit(item):
+                self._blocked.append(item)
+                self.counters.backpressure_events += 1
+                self.api.pause_sends()
         self._request_pump()
         return None
 
@@ -313,8 +323,8 @@ class Daemon:
             envs.append([env[0], env[1], count, body])
             count += len(body)
             nbytes += sum(map(len, body))
-        service = ev.service.value if hasattr(ev.service, "value") else str(ev.service)
-        rule = ev.rule.value if hasattr(ev.rule, "value") else str(ev.rule)
+        service = str(ev.service)
+        rule = "causal" if ev.rule is None else str(ev.rule)
         position: int | None = None
         if ev.position is not None:
             position = self.position
@@ -333,7 +343,8 @@ class Daemon:
                 envs,
             )
         self.metrics.latency.observe(max(0.0, ts - ev.send_ts))
-        self.metrics.ntail.labels(self.variant).observe(ev.ntail)
+        if ev.ntail is not None:
+            self.metrics.ntail.labels(self.variant).observe(ev.ntail)
         if self.dlog is not None and count:
             self.dlog.delivery(
                 view=self.view_id, variant=self.variant, phi=self.phi, sender=ev.sender,

@@ -51,8 +51,8 @@ def test_delivery_view_and_metrics_records_follow_the_schema(tmp_path: Path) -> 
                  nbytes=300, service="agreed", activation=9, rule="early", ntail=3, unseen=1,
                  nvt=2, send_ts=10.25, ts=10.5, envelopes=2)
     log.delivery(view=0, variant="toto", phi=0.5, sender=1, seq=8, position=None, count=1,
-                 nbytes=1, service="causal", activation=0, rule="causal", ntail=0, unseen=0,
-                 nvt=0, send_ts=10.3, ts=10.6, envelopes=1)
+                 nbytes=1, service="causal", activation=None, rule="causal", ntail=None,
+                 unseen=None, nvt=None, send_ts=10.3, ts=10.6, envelopes=1)
     log.metrics({"ts": 11.0, "view": 0, "variant": "toto", "messages_sent": 1, "drops": {}})
     log.close()
     recs = [json.loads(x) for x in (tmp_path / "delivery.jsonl").read_text().splitlines()]
@@ -64,6 +64,7 @@ def test_delivery_view_and_metrics_records_follow_the_schema(tmp_path: Path) -> 
         "activation": 9, "rule": "early", "ntail": 3, "unseen": 1, "nvt": 2, "send_ts": 10.25,
         "ts": 10.5, "envelopes": 2,
     }
-    assert recs[2]["position"] is None
+    assert recs[2]["position"] is None and recs[2]["ntail"] is None
+    assert recs[2]["rule"] == "causal"
     (m,) = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert m["type"] == "metrics" and m["node"] == 3 and m["schema"] == 1
