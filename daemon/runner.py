@@ -92,6 +92,7 @@ class Daemon:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._stop = asyncio.Event()
+        self.ready = asyncio.Event()  # set once serving (tests, embedding)
         self._flushed: asyncio.Event | None = None
         self._periodic: list[asyncio.TimerHandle] = []
         self.stopping = False
@@ -135,6 +136,7 @@ class Daemon:
             rcvbuf=self.transport.rcvbuf, variant=self.variant,
         )
         self.notifier.ready(f"node {self.node_id} serving {self.api.path}")
+        self.ready.set()
         await self._stop.wait()
         await self._shutdown()
         return 0
