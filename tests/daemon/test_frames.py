@@ -65,7 +65,10 @@ def test_fuzz_never_raises_and_stays_bounded(chunks: list[bytes], step: int) -> 
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.dictionaries(st.text(max_size=5), st.binary(max_size=20) | st.integers(-(2**63), 2**63 - 1), max_size=4),
+        st.dictionaries(
+            st.text(max_size=5), st.binary(max_size=20) | st.integers(-(2**63), 2**63 - 1),
+            max_size=4,
+        ),
         max_size=10,
     ),
     st.binary(max_size=40),

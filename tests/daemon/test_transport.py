@@ -49,7 +49,7 @@ async def test_two_transports_share_the_port_and_skip_their_own_datagrams() -> N
 
 def test_bad_interface_is_an_actionable_error() -> None:
     net = loopback_net().model_copy(update={"interface": "192.0.2.77"})
-    with pytest.raises(TransportSetupError, match="network.interface"):
+    with pytest.raises(TransportSetupError, match=r"network\.interface"):
         MulticastTransport(net)
 
 
@@ -58,7 +58,7 @@ def test_port_taken_without_reuseport_is_an_actionable_error() -> None:
     hog = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     hog.bind(("", net.port))
     try:
-        with pytest.raises(TransportSetupError, match="choose another network.port"):
+        with pytest.raises(TransportSetupError, match=r"choose another network\.port"):
             MulticastTransport(net)
     finally:
         hog.close()
