@@ -153,7 +153,8 @@ class Client:
         self._event_ready = asyncio.Event()
         self._replies: deque[asyncio.Future[dict[str, Any]]] = deque()
         self._welcome: asyncio.Future[dict[str, Any]] = self._loop.create_future()
-        self._pending: dict[tuple[tuple[str, ...], str], list[bytes]] = {}
+        # consecutive messages with the same (groups, service) share one send frame
+        self._pending: list[tuple[tuple[tuple[str, ...], str], list[bytes]]] = []
         self._pending_bytes = 0
         self._flush_scheduled = False
         self._closed: ClientError | None = None
@@ -261,11 +262,11 @@ class Client:
     def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> None:
         """Queue one message; it is written with others at the end of this loop turn."""
         key = (_check_send(groups, service), service)
-        batch = self._pending.get(key)
-        if batch is None:
-            self._pending[key] = [payload]
+        pending = self._pending
+        if pending and pending[-1][0] == key:
+            pending[-1][1].append(payload)
         else:
-            batch.append(payload)
+            pending.append((key, [payload]))
         self.sent += 1
         self._pending_bytes += len(payload)
         if self._pending_bytes >= self.max_batch_bytes:
@@ -278,8 +279,8 @@ class Client:
         self._flush_scheduled = False
         if not self._pending:
             return
-        pending, self._pending, self._pending_bytes = self._pending, {}, 0
-        for (groups, service), payloads in pending.items():
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
+        for (groups, service), payloads in pending:
             self._write({"t": "send", "groups": list(groups), "service": service,
                          "payloads": payloads})
 
@@ -351,7 +352,8 @@ class BlockingClient:
             raise ClientError("not_running", f"no amcastd listening on {path}: {exc}") from None
         self._decoder = FrameDecoder(1 << 30)
         self._inbox: deque[dict[str, Any]] = deque()
-        self._pending: dict[tuple[tuple[str, ...], str], list[bytes]] = {}
+        # consecutive messages with the same (groups, service) share one send frame
+        self._pending: list[tuple[tuple[tuple[str, ...], str], list[bytes]]] = []
         self._pending_bytes = 0
         self.max_batch_bytes = max_batch_bytes
         self.errors: list[ClientError] = []
@@ -404,7 +406,10 @@ class BlockingClient:
 
     def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> None:
         key = (_check_send(groups, service), service)
-        self._pending.setdefault(key, []).append(payload)
+        if self._pending and self._pending[-1][0] == key:
+            self._pending[-1][1].append(payload)
+        else:
+            self._pending.append((key, [payload]))
         self._pending_bytes += len(payload)
         if self._pending_bytes >= self.max_batch_bytes:
             self.flush()
@@ -412,10 +417,10 @@ class BlockingClient:
     def flush(self) -> None:
         if not self._pending:
             return
-        pending, self._pending, self._pending_bytes = self._pending, {}, 0
+        pending, self._pending, self._pending_bytes = self._pending, [], 0
         self._sock.sendall(b"".join(
             frames.encode({"t": "send", "groups": list(g), "service": s, "payloads": p})
-            for (g, s), p in pending.items()
+            for (g, s), p in pending
         ))
 
     def next_event(self, timeout: float | None = 10.0) -> DeliveredBatch | ViewChange:

@@ -119,7 +119,7 @@ async def test_sigterm_while_clients_send_is_clean(short_dir: Path) -> None:
                 break
         cluster.kill_node(0)
         assert await asyncio.to_thread(cluster.wait_node, 0, 20) == 0
-        with pytest.raises(Exception, match="shutting_down|closed"):
+        with pytest.raises(Exception, match=r"shutting_down|closed"):
             await client.next_event(5)
     finally:
         codes = await asyncio.to_thread(cluster.stop)
