@@ -42,3 +42,10 @@ class ClientError(AmcastError):
         super().__init__(f"{code}: {detail}" if detail else code)
         self.code = code
         self.detail = detail
+
+
+class BackpressureError(AmcastError):
+    """``submit`` refused a message: the send window or the send queue is full.
+
+    Nothing was queued; retry after a ``BackpressureReleased`` event.
+    """

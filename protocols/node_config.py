@@ -1,0 +1,96 @@
+"""Configuration of a ``protocols.Node``: one frozen dataclass, every knob with a unit.
+
+The daemon's pydantic model maps onto this dataclass field by field. Times are seconds of
+the caller's clock (the ``now`` passed to the Node), sizes are bytes, windows count DAG
+vertices (one vertex = one data datagram, section 1 of the ToTo paper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocols.errors import ConfigurationError
+
+MIN_KEY_BYTES = 16
+MIN_DATAGRAM_BUDGET = 512
+MAX_DATAGRAM_BUDGET = 65_507  # largest UDP payload over IPv4
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    # --- total order (sections 3-5 of the seed paper) ---
+    rule: str = "stoto"
+    """Delivery rule of the engine: lex, toto, stoto, gtoto or gltoto."""
+    phi: float | None = None
+    """Threshold Φ of the rule; ``None`` = n/2."""
+
+    # --- authentication ---
+    group_key: bytes | None = None
+    """Group secret (>= 16 bytes) keying the HMAC-SHA256 tag of every datagram."""
+    insecure: bool = False
+    """Run without authentication; must be chosen explicitly when ``group_key`` is unset."""
+
+    # --- sizes ---
+    datagram_budget: int = 1472
+    """Bytes per datagram, tag included (1500-byte MTU - 20 IPv4 - 8 UDP); ~65000 on loopback."""
+    max_message_size: int = 16 * 1024 * 1024
+    """Largest application message in bytes (bigger ones are fragmented up to this)."""
+    max_pending_bytes: int = 32 * 1024 * 1024
+    """Bytes submitted but not yet sent (queued behind a full window); >= max_message_size."""
+
+    # --- flow control (windows count vertices) ---
+    window_size: int = 256
+    """Own unstable vertices (sent, not yet acknowledged by every member) before backpressure."""
+    receive_window: int = 1024
+    """Vertices per sender held beyond the last released one; further ones are dropped."""
+    max_held_vertices: int = 16_384
+    """Vertices held (received, not yet causally released) across all senders."""
+
+    # --- timers (seconds) ---
+    ack_delay: float = 0.005
+    """Wait before an ack-only vertex acknowledges data when nothing else goes out."""
+    heartbeat_interval: float = 0.5
+    """A node silent this long sends a heartbeat carrying its latest sequence number."""
+    nack_delay: float = 0.004
+    """Upper bound of the random wait before a gap is nacked (nack suppression)."""
+    nack_retry: float = 0.05
+    """Wait before nacking an unrepaired gap again (also after hearing another's nack)."""
+    repair_delay: float = 0.004
+    """Upper bound of the random wait before a non-origin retransmits (repair suppression)."""
+    repair_holdoff: float = 0.02
+    """After a vertex was retransmitted, nacks for it are ignored this long."""
+
+    # --- per-datagram caps ---
+    max_nack_ranges: int = 64
+    """Nack ranges carried by one datagram."""
+    max_repair_per_nack: int = 256
+    """Vertices retransmitted in answer to one nack range."""
+
+    def __post_init__(self) -> None:
+        if self.group_key is None and not self.insecure:
+            raise ConfigurationError("no group_key: set one, or choose insecure=True explicitly")
+        if self.group_key is not None:
+            if self.insecure:
+                raise ConfigurationError("group_key and insecure=True are contradictory")
+            if len(self.group_key) < MIN_KEY_BYTES:
+                raise ConfigurationError(f"group_key must have >= {MIN_KEY_BYTES} bytes")
+        if self.rule not in {"lex", "toto", "stoto", "gtoto", "gltoto"}:
+            raise ConfigurationError(f"unknown ordering rule {self.rule!r}")
+        if not MIN_DATAGRAM_BUDGET <= self.datagram_budget <= MAX_DATAGRAM_BUDGET:
+            raise ConfigurationError(
+                f"datagram_budget must be in [{MIN_DATAGRAM_BUDGET}, {MAX_DATAGRAM_BUDGET}]"
+            )
+        if self.max_message_size < 1:
+            raise ConfigurationError("max_message_size must be positive")
+        if self.max_pending_bytes < self.max_message_size:
+            raise ConfigurationError("max_pending_bytes must be >= max_message_size")
+        for name in ("window_size", "receive_window", "max_held_vertices", "max_nack_ranges",
+                     "max_repair_per_nack"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"{name} must be >= 1")
+        for name in ("ack_delay", "nack_delay", "repair_delay", "repair_holdoff"):
+            if getattr(self, name) < 0:
+                raise ConfigurationError(f"{name} must be >= 0")
+        for name in ("heartbeat_interval", "nack_retry"):
+            if getattr(self, name) <= 0:
+                raise ConfigurationError(f"{name} must be > 0")

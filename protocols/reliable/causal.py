@@ -1,0 +1,118 @@
+"""Causal release: hand a vertex upward only when its causal past went up first.
+
+Section 1 of the ToTo paper (Transis): "if i is in ack(m_p) then p has received i and all
+j in ack*(i)". A vertex ``(s, k)`` is released once ``(s, k-1)`` and every ``(node, seq)``
+it acknowledges were released; since acks are deltas against the sender's previous
+vertex, those are the only conditions to check. Released vertices leave in causal order,
+which is what the total-order engine needs (section 2, "Causality DAG").
+
+Arrivals that cannot be released yet wait in a hold buffer bounded per sender
+(``receive_window`` ahead of the last released vertex) and in total (``max_held``);
+beyond the bounds a vertex is refused (the caller counts the drop; the gap is nacked
+and repaired later). Duplicates are recognised and refused. ``known`` records the
+highest sequence number heard of per sender (from vertices, acks and heartbeats), so
+the gaps ``released < seq <= known`` not held are what the repair layer nacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from protocols.errors import ProtocolViolation
+from protocols.wire.codec import Vertex
+
+HELD = "held"
+DUPLICATE = "duplicate"
+BEYOND_WINDOW = "beyond_receive_window"
+BUFFER_FULL = "receive_buffer_full"
+
+
+class CausalReleaser:
+    def __init__(self, members: Iterable[int], *, receive_window: int, max_held: int) -> None:
+        self.released: dict[int, int] = {m: 0 for m in members}
+        self.known: dict[int, int] = dict(self.released)
+        self._held: dict[int, dict[int, Vertex]] = {m: {} for m in self.released}
+        self._blocked_on: dict[int, set[int]] = {}
+        self._receive_window = receive_window
+        self._max_held = max_held
+        self.held_count = 0
+
+    def note_known(self, node: int, seq: int) -> None:
+        if seq > self.known[node]:
+            self.known[node] = seq
+
+    def offer(self, v: Vertex, out: list[Vertex]) -> str:
+        """Take a received vertex; append whatever becomes releasable to ``out``."""
+        origin, seq = v.origin, v.seq
+        released = self.released
+        if seq <= released[origin] or seq in self._held[origin]:
+            return DUPLICATE
+        for node, _ in v.acks:
+            if node == origin:
+                raise ProtocolViolation("self_ack", f"vertex {v.id} acks its own sender")
+            if node not in released:
+                raise ProtocolViolation("unknown_member", f"vertex {v.id} acks node {node}")
+        if seq > self.known[origin]:
+            self.known[origin] = seq
+        for node, ack in v.acks:
+            if ack > self.known[node]:
+                self.known[node] = ack
+        if seq > released[origin] + self._receive_window:
+            return BEYOND_WINDOW
+        if self.held_count >= self._max_held:
+            return BUFFER_FULL
+        self._held[origin][seq] = v
+        self.held_count += 1
+        if seq == released[origin] + 1:
+            self._release_from(origin, out)
+        return HELD
+
+    def release_own(self, v: Vertex) -> None:
+        """Our own new vertex: its causal past is everything we released already."""
+        self.released[v.origin] = v.seq
+        if v.seq > self.known[v.origin]:
+            self.known[v.origin] = v.seq
+
+    def _release_from(self, start: int, out: list[Vertex]) -> None:
+        released, held, blocked_on = self.released, self._held, self._blocked_on
+        todo = [start]
+        while todo:
+            origin = todo.pop()
+            v = held[origin].get(released[origin] + 1)
+            if v is None:
+                continue
+            blocker = next((n for n, s in v.acks if released[n] < s), None)
+            if blocker is not None:
+                blocked_on.setdefault(blocker, set()).add(origin)
+                continue
+            del held[origin][v.seq]
+            self.held_count -= 1
+            released[origin] = v.seq
+            out.append(v)
+            todo.append(origin)
+            waiting = blocked_on.pop(origin, None)
+            if waiting:
+                todo.extend(waiting)
+
+    def has_gap(self, node: int) -> bool:
+        return self.known[node] > self.released[node] + len(self._held[node])
+
+    def missing(self, node: int, limit: int) -> list[tuple[int, int]]:
+        """Up to ``limit`` ranges ``(first, last)`` of ``node``'s seqs neither released nor held."""
+        ranges: list[tuple[int, int]] = []
+        held = self._held[node]
+        top = min(self.known[node], self.released[node] + self._receive_window)
+        seq = self.released[node] + 1
+        while seq <= top and len(ranges) < limit:
+            if seq in held:
+                seq += 1
+                continue
+            first = seq
+            while seq <= top and seq not in held:
+                seq += 1
+            ranges.append((first, seq - 1))
+        return ranges
+
+    def first_missing(self, node: int) -> int | None:
+        ranges = self.missing(node, 1)
+        return ranges[0][0] if ranges else None

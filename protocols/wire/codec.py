@@ -1,0 +1,225 @@
+"""Datagram codec: msgpack arrays in, typed frozen records out (section 1 of the ToTo paper).
+
+A datagram is ``[kind, sender, view, hb_seq, nacks, vertices]`` (after the version/flags
+prefix and the authentication tag, see ``auth``):
+
+- ``sender`` transmitted the datagram; ``view`` is the membership view id (carried now,
+  used by membership later); ``hb_seq`` is the sender's latest own sequence number, so
+  every datagram doubles as a heartbeat and a lost last message is noticed.
+- ``nacks`` is a flat list of ``node, first, last`` triples: vertices the sender misses.
+- ``vertices`` are causality-DAG vertices, each ``[origin, seq, acks, service, send_ts,
+  items]``. ``acks`` is a flat ``node, seq`` list holding only the acknowledgements that
+  changed since the origin's previous vertex: a sender's vertices are causally chained,
+  so a receiver rebuilds the full ack vector and the header does not grow with the
+  cluster when few nodes send. ``items`` are whole application messages (bin) or one
+  fragment ``[total_len, offset, chunk]``; a vertex without items is ack-only.
+
+A DATA or ACK_ONLY datagram carries the sender's own new vertex; REPAIR carries
+retransmitted vertices (any member may retransmit any vertex it holds); NACK and
+HEARTBEAT carry no vertex. ``decode`` never raises anything but ``DecodeError``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import msgpack
+
+from protocols.errors import DecodeError
+from protocols.events import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
+from protocols.wire.auth import Authenticator
+from protocols.wire.limits import MAX_NODE_ID, MAX_SEQ, MAX_VIEW_ID, WireLimits
+
+
+class Kind(IntEnum):
+    DATA = 0
+    ACK_ONLY = 1
+    NACK = 2
+    REPAIR = 3
+    HEARTBEAT = 4
+
+
+KIND_NAMES: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """Bytes ``offset .. offset+len(chunk)`` of a message of ``total_len`` bytes."""
+
+    total_len: int
+    offset: int
+    chunk: bytes
+
+
+Item = bytes | Fragment
+
+
+@dataclass(frozen=True, slots=True)
+class Vertex:
+    """One causality-DAG vertex as carried on the wire (``items == ()``: ack-only)."""
+
+    origin: int
+    seq: int
+    acks: tuple[tuple[int, int], ...]
+    service: ServiceLevel
+    send_ts: float
+    items: tuple[Item, ...]
+
+    @property
+    def ack_only(self) -> bool:
+        return not self.items
+
+    @property
+    def id(self) -> tuple[int, int]:
+        return (self.origin, self.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Datagram:
+    kind: Kind
+    sender: int
+    view: int
+    hb_seq: int
+    nacks: tuple[tuple[int, int, int], ...] = ()
+    vertices: tuple[Vertex, ...] = ()
+
+
+# ----------------------------------------------------------------------------- encode
+
+
+def _vertex_obj(v: Vertex) -> list[Any]:
+    acks: list[int] = []
+    for node, seq in v.acks:
+        acks.append(node)
+        acks.append(seq)
+    items: list[Any] = [
+        it if isinstance(it, bytes) else [it.total_len, it.offset, it.chunk] for it in v.items
+    ]
+    return [v.origin, v.seq, acks, SERVICE_CODES[v.service], float(v.send_ts), items]
+
+
+def encode_body(dg: Datagram) -> bytes:
+    nacks: list[int] = []
+    for node, first, last in dg.nacks:
+        nacks.extend((node, first, last))
+    vertices = [_vertex_obj(v) for v in dg.vertices]
+    obj = [int(dg.kind), dg.sender, dg.view, dg.hb_seq, nacks, vertices]
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode(dg: Datagram, auth: Authenticator) -> bytes:
+    return auth.seal(encode_body(dg))
+
+
+# ----------------------------------------------------------------------------- decode
+
+
+def _int(value: Any, lo: int, hi: int, what: str) -> int:
+    if type(value) is not int or not lo <= value <= hi:
+        raise DecodeError("bad_field", f"{what}={value!r:.40}")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if type(value) is not list:
+        raise DecodeError("bad_field", f"{what} is not an array")
+    return value
+
+
+def _vertex(obj: Any, limits: WireLimits) -> Vertex:
+    fields = _list(obj, "vertex")
+    if len(fields) != 6:
+        raise DecodeError("bad_field", "vertex arity")
+    origin = _int(fields[0], 0, MAX_NODE_ID, "origin")
+    seq = _int(fields[1], 1, MAX_SEQ, "seq")
+    flat = _list(fields[2], "acks")
+    if len(flat) % 2 or len(flat) > 2 * limits.max_members:
+        raise DecodeError("bad_field", "acks length")
+    acks = tuple(
+        (_int(flat[i], 0, MAX_NODE_ID, "ack node"), _int(flat[i + 1], 1, MAX_SEQ, "ack seq"))
+        for i in range(0, len(flat), 2)
+    )
+    service = SERVICE_BY_CODE.get(fields[3]) if type(fields[3]) is int else None
+    if service is None:
+        raise DecodeError("bad_field", "service")
+    ts = fields[4]
+    if type(ts) not in (float, int) or not math.isfinite(ts):
+        raise DecodeError("bad_field", "send_ts")
+    raw_items = _list(fields[5], "items")
+    if len(raw_items) > limits.max_items:
+        raise DecodeError("bad_field", "too many items")
+    items: list[Item] = []
+    for raw in raw_items:
+        if type(raw) is bytes:
+            items.append(raw)
+            continue
+        frag = _list(raw, "item")
+        if len(frag) != 3 or len(raw_items) != 1 or type(frag[2]) is not bytes:
+            raise DecodeError("bad_field", "fragment")
+        total = _int(frag[0], 1, limits.max_message_size, "fragment total_len")
+        offset = _int(frag[1], 0, total - 1, "fragment offset")
+        chunk = frag[2]
+        if not chunk or offset + len(chunk) > total:
+            raise DecodeError("bad_field", "fragment bounds")
+        items.append(Fragment(total, offset, chunk))
+    return Vertex(origin, seq, acks, service, float(ts), tuple(items))
+
+
+def decode(data: bytes, auth: Authenticator, limits: WireLimits) -> Datagram:
+    """Authenticate then decode one datagram; any defect raises ``DecodeError``."""
+    if len(data) > limits.max_datagram_bytes:
+        raise DecodeError("too_large", f"{len(data)} bytes")
+    body = auth.open(data)
+    try:
+        obj = msgpack.unpackb(
+            body,
+            use_list=True,
+            raw=True,
+            strict_map_key=True,
+            max_str_len=0,
+            max_map_len=0,
+            max_ext_len=0,
+            max_bin_len=limits.max_datagram_bytes,
+            max_array_len=limits.max_array_len,
+        )
+    except Exception as exc:  # msgpack raises several unrelated types; all are "malformed"
+        raise DecodeError("malformed", type(exc).__name__) from None
+    fields = _list(obj, "datagram")
+    if len(fields) != 6:
+        raise DecodeError("bad_field", "datagram arity")
+    kind_code = fields[0]
+    if type(kind_code) is not int or kind_code not in KIND_NAMES:
+        raise DecodeError("bad_field", "kind")
+    kind = Kind(kind_code)
+    sender = _int(fields[1], 0, MAX_NODE_ID, "sender")
+    view = _int(fields[2], 0, MAX_VIEW_ID, "view")
+    hb_seq = _int(fields[3], 0, MAX_SEQ, "hb_seq")
+    flat = _list(fields[4], "nacks")
+    if len(flat) % 3 or len(flat) > 3 * limits.max_nack_ranges:
+        raise DecodeError("bad_field", "nacks length")
+    nacks = []
+    for i in range(0, len(flat), 3):
+        node = _int(flat[i], 0, MAX_NODE_ID, "nack node")
+        first = _int(flat[i + 1], 1, MAX_SEQ, "nack first")
+        last = _int(flat[i + 2], first, MAX_SEQ, "nack last")
+        nacks.append((node, first, last))
+    raw_vertices = _list(fields[5], "vertices")
+    if len(raw_vertices) > limits.max_vertices:
+        raise DecodeError("bad_field", "too many vertices")
+    vertices = tuple(_vertex(v, limits) for v in raw_vertices)
+    if kind in (Kind.DATA, Kind.ACK_ONLY):
+        if len(vertices) != 1 or vertices[0].origin != sender or vertices[0].seq != hb_seq:
+            raise DecodeError("bad_field", "data datagram must carry the sender's latest vertex")
+        if vertices[0].ack_only != (kind == Kind.ACK_ONLY):
+            raise DecodeError("bad_field", "kind does not match the vertex")
+    elif kind == Kind.REPAIR:
+        if not vertices:
+            raise DecodeError("bad_field", "empty repair")
+    elif vertices:
+        raise DecodeError("bad_field", f"{kind.name.lower()} carries vertices")
+    if kind == Kind.NACK and not nacks:
+        raise DecodeError("bad_field", "empty nack")
+    return Datagram(kind, sender, view, hb_seq, tuple(nacks), vertices)
