@@ -51,19 +51,35 @@ class Counters:
 # ``Node.stats`` is exported as a gauge ``amcast_engine_<field>``.
 ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "retransmissions": ("amcast_retransmissions_total", "repair datagrams sent"),
-    "nacks_sent": ("amcast_nacks_sent_total", "negative acknowledgements sent"),
-    "nacks_received": ("amcast_nacks_received_total", "negative acknowledgements received"),
-    "acks_sent": ("amcast_ack_only_datagrams_sent_total", "ack-only datagrams sent"),
+    "nack_ranges_sent": ("amcast_nacks_sent_total", "negative acknowledgements (ranges) sent"),
+    "duplicates": ("amcast_duplicate_vertices_total", "vertices received more than once"),
+    "own_echoes": ("amcast_own_echoes_total", "own datagrams received back"),
+    "vertices_sent": ("amcast_vertices_sent_total", "DAG vertices this node created"),
+    "vertices_released": ("amcast_vertices_released_total", "vertices released in causal order"),
+    "messages_submitted": ("amcast_envelopes_submitted_total", "envelopes handed to the engine"),
+    "messages_delivered": ("amcast_envelopes_delivered_total", "envelopes the engine delivered"),
+    "bytes_sent": ("amcast_engine_bytes_sent_total", "datagram bytes the engine produced"),
+    "bytes_received": ("amcast_engine_bytes_received_total", "datagram bytes the engine read"),
+    "backpressure_events": ("amcast_engine_backpressure_events_total",
+                            "submits the engine refused"),
 }
 ENGINE_GAUGES: dict[str, tuple[str, str]] = {
-    "dag_size": ("amcast_dag_vertices", "vertices waiting in the ordering DAG"),
-    "pending": ("amcast_dag_vertices", "vertices waiting in the ordering DAG"),
-    "buffered": ("amcast_buffered_vertices", "vertices held by the reliable layer"),
-    "window": ("amcast_window_occupancy", "own unstable messages in the flow-control window"),
-    "window_occupancy": (
-        "amcast_window_occupancy", "own unstable messages in the flow-control window"
-    ),
+    "pending_dag_size": ("amcast_dag_vertices", "vertices held or waiting for total order"),
+    "window_occupancy": ("amcast_window_occupancy", "own unstable vertices (send window)"),
+    "pending_bytes": ("amcast_pending_bytes", "submitted bytes not yet in a datagram"),
+    "retransmit_buffer": ("amcast_retransmit_buffer_vertices",
+                          "vertices kept for retransmission until stable"),
 }
+ENGINE_BY_KIND = {
+    "datagrams_sent": ("amcast_datagrams_sent_by_kind_total", "datagrams sent, by kind"),
+    "datagrams_received": ("amcast_datagrams_received_by_kind_total",
+                           "datagrams accepted, by kind"),
+}
+
+
+def engine_kinds(stats: Any) -> dict[str, dict[str, int]]:
+    """The per-kind counters of ``Node.stats`` (dict-valued fields)."""
+    return {k: dict(getattr(stats, k, {}) or {}) for k in ENGINE_BY_KIND} if stats else {}
 
 
 def engine_stats(stats: Any) -> dict[str, float]:
@@ -147,6 +163,12 @@ class AmcastCollector(Collector):
         }
         for name, (doc, value) in gauges.items():
             yield GaugeMetricFamily(name, doc, value=value)
+        for key, by_kind in engine_kinds(s["engine"]).items():
+            name, doc = ENGINE_BY_KIND[key]
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["kind"])
+            for kind, n in sorted(by_kind.items()):
+                fam.add_metric([kind], n)
+            yield fam
         seen: set[str] = set()
         for key, value in sorted(engine_stats(s["engine"]).items()):
             if key in ENGINE_COUNTERS:

@@ -436,9 +436,9 @@ class Daemon:
             "messages_sent": c["messages_sent"], "messages_delivered": c["messages_delivered"],
             "datagrams_sent": c["datagrams_sent"], "datagrams_received": c["datagrams_received"],
             "retransmissions": int(e.get("retransmissions", 0)),
-            "nacks_sent": int(e.get("nacks_sent", 0)),
+            "nacks_sent": int(e.get("nack_ranges_sent", 0)),
             "drops": c["drops"],
-            "pending": int(e.get("dag_size", e.get("pending", 0))),
+            "pending": int(e.get("pending_dag_size", 0)),
             "backpressure_events": c["backpressure_events"],
             "clients": len(s["clients"]), "position": self.position, "engine": e,
         })
