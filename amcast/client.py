@@ -29,7 +29,7 @@ import socket
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from daemon import frames
 from daemon.frames import FrameDecoder, FrameError
@@ -115,8 +115,7 @@ class _Protocol(asyncio.Protocol):
         self.can_write.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         for item in self.decoder.feed(data):

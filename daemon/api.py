@@ -32,7 +32,7 @@ import contextlib
 import grp
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import msgpack
 
@@ -76,8 +76,7 @@ class ClientConnection(asyncio.Protocol):
 
     # ---- asyncio callbacks -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         cfg = self.server.config
         transport.set_write_buffer_limits(high=cfg.client_queue_high_bytes)
         if len(self.server.clients) >= cfg.max_clients:

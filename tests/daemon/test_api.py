@@ -77,7 +77,7 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     bad = await Raw.open(c.socket(0))
     cases = [
         (PREFIX.pack(4) + b"\xc1\xff\x00\x01", "bad_frame"),
-        (PREFIX.pack(1) + msgpack.packb([1]), "bad_frame"),
+        (PREFIX.pack(2) + msgpack.packb([1]), "bad_frame"),
         (PREFIX.pack(100_000) + b"z" * 100_000, "frame_too_large"),
         (encode({"t": "frobnicate", "id": 7}), "unknown_type"),
         (encode({"t": "send", "groups": ["g"], "service": "eventual", "payload": b"x"}),
@@ -90,7 +90,7 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     for data, code in cases:
         bad.write(data)
         err = await bad.next()
-        assert (err["t"], err["code"], err["fatal"]) == ("error", code, False), err
+        assert (err["t"], err["code"], err["fatal"]) == ("error", code, False), (err, code)
     bad.write(encode({"t": "frobnicate", "id": 7}))
     assert (await bad.next())["id"] == 7
     # the misbehaving connection still works, and so does everyone else
