@@ -115,6 +115,8 @@ async def run_cluster_workload(
         result.seconds = time.monotonic() - start
         for t in tasks:
             t.cancel()
+        for rx, r in zip(receivers, reports, strict=True):
+            r.digest = rx.digest
         result.reports = reports
         result.problems += check_sequences(reports, result.expected)
     finally:

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import select
 import signal
 import socket
@@ -85,6 +86,9 @@ class LocalCluster:
             self.group = f"239.255.{rnd.randrange(1, 255)}.{rnd.randrange(1, 255)}"
         if not self.port:
             self.port = free_port()
+        if "group_key" not in self.protocol and not self.protocol.get("insecure"):
+            # one fresh secret per cluster: datagrams are authenticated (HMAC) by default
+            self.protocol = {**self.protocol, "group_key": secrets.token_hex(16)}
 
     @property
     def sockets(self) -> list[str]:

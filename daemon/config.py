@@ -224,6 +224,8 @@ def _describe(exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             parts.append(f"unknown key {loc}")
-        else:
+        elif loc:
             parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+        else:
+            parts.append(str(err["msg"]).removeprefix("Value error, "))
     return "; ".join(parts)
