@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import random
 import signal
 import time
@@ -95,6 +96,7 @@ class Daemon:
         self.ready = asyncio.Event()  # set once serving (tests, embedding)
         self._flushed: asyncio.Event | None = None
         self._periodic: list[asyncio.TimerHandle] = []
+        self._engine_stats: Any = None
         self.stopping = False
 
     def now(self) -> float:
@@ -123,9 +125,11 @@ class Daemon:
             self._close_resources()
             raise
         self.transport.start(loop, self._on_datagrams)
+        self._copy_engine_stats()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, sig.name)
         self._every(cfg.logs.snapshot_interval_s, self._snapshot)
+        self._every(1.0, self._copy_engine_stats)
         if cfg.systemd.watchdog and self.notifier.watchdog_interval_s:
             self._every(self.notifier.watchdog_interval_s, self.notifier.watchdog)
         self._request_pump()
@@ -422,8 +426,13 @@ class Daemon:
             "datagrams_sent": t.datagrams_sent if t else 0,
             "datagrams_received": t.datagrams_received if t else 0,
             "bytes_sent": t.bytes_sent if t else 0, "bytes_received": t.bytes_received if t else 0,
-            "engine": self.node.stats if self.node is not None else None,
+            "engine": self._engine_stats,
         }
+
+    def _copy_engine_stats(self) -> None:
+        """Scrapes run on prometheus-client's thread: give them a copy taken here."""
+        if self.node is not None:
+            self._engine_stats = copy.deepcopy(self.node.stats)
 
     def _snapshot(self) -> None:
         if self.dlog is None:
