@@ -41,7 +41,9 @@ def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def print_report(report: dict[str, Any], *, as_json: bool = False, out: TextIO | None = None) -> None:
+def print_report(
+    report: dict[str, Any], *, as_json: bool = False, out: TextIO | None = None
+) -> None:
     out = out or sys.stdout
     if as_json:
         json.dump(report, out, indent=None, sort_keys=False, default=str)

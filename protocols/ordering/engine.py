@@ -1,0 +1,260 @@
+"""Total order on the causality DAG: the ToTo family, sans-IO (ToTo paper, sections 2-5).
+
+Theory of operation. The causal layer releases messages in causal order; each one is
+inserted into G, the undelivered part of the causality DAG, as a vertex whose edges
+point to the messages it acknowledges (and its sender's previous message). The roots of
+G are the candidates M_G, at most one per processor: its first undelivered message.
+
+Votes. Processor i votes with its first message in G (section 3): for every candidate
+in that message's causal past (itself, if it is a candidate). The set of candidates in
+a vertex's causal past is a bit mask computed lazily and memoised per activation, so
+an insertion costs O(its acks), and only a processor's first message in an activation
+walks the DAG, down to the candidates. Messages after a processor's first one change
+nothing but ToTo's tail(m), which is read only when the original ToTo rule asks.
+
+Activations. After every insertion the configured rule (``protocols.ordering.rules``)
+is evaluated; when it fires, the chosen candidates are delivered in processor-id order,
+leave G, their children whose predecessors are now all delivered become candidates, and
+a new activation starts with every processor's vote recomputed from its (possibly new)
+first message. The new activation is evaluated at once, since G may already hold what
+it needs. When no rule closes the activation, GL-ToTo may deliver a stable prefix of its
+sources (section 5); those stay in G, voting as candidates, until the activation closes.
+
+Ack-only messages (payload None) are vertices like any other: they vote, can be
+candidates and leave G exactly when the rules deliver them, so every processor removes
+them at the same point of the same activation and computes the same order. They take
+no position in the total order and produce no delivery event.
+
+Input is trusted to be causal (the causal layer checks peers); a message out of order,
+duplicated, or acknowledging an unknown message raises ``ProtocolViolation``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from protocols.errors import ConfigurationError, ProtocolViolation
+from protocols.ordering import rules
+from protocols.ordering.config import OrderingConfig, OrderingRule
+from protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered
+from protocols.ordering.votes import ActivationVotes, bits
+
+
+class _Vertex:
+    """A message in G. ``pending`` counts its predecessors still in G."""
+
+    __slots__ = ("children", "delivered", "index", "mask", "message", "pending", "preds", "stamp")
+
+    def __init__(self, message: CausalMessage, index: int, preds: list[_Vertex]) -> None:
+        self.message = message
+        self.index = index
+        self.preds = preds
+        self.pending = len(preds)
+        self.children: list[_Vertex] = []
+        self.delivered = False
+        self.mask = 0
+        self.stamp = -1
+
+
+class TotalOrderEngine:
+    """Orders causally released messages with one rule of the ToTo family."""
+
+    def __init__(self, members: Sequence[int], config: OrderingConfig | None = None) -> None:
+        self.members = tuple(members)
+        if len(set(self.members)) != len(self.members):
+            raise ConfigurationError("member ids must be distinct")
+        self.config = config or OrderingConfig()
+        self.n = len(self.members)
+        self.phi = self.config.resolve_phi(self.n)
+        self.rule = self.config.rule
+        self._index = {node: i for i, node in enumerate(self.members)}
+        self._chains: list[deque[_Vertex]] = [deque() for _ in self.members]
+        self._vertices: dict[tuple[int, int], _Vertex] = {}
+        self._inserted = [0] * self.n
+        self._delivered_seq = [0] * self.n
+        self._votes = ActivationVotes(self.n)
+        self._gl_delivered = 0
+        self.activation = 0
+        self.position = 0
+        self.delivered_vertices = 0
+        self.delivered_ack_only = 0
+
+    # -- public API -------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Vertices in G (inserted, not yet delivered)."""
+        return len(self._vertices)
+
+    @property
+    def ntail(self) -> int:
+        return self._votes.ntail
+
+    def insert(self, message: CausalMessage) -> list[MessageDelivered]:
+        """Add one causally released message to G; return what is delivered as a result."""
+        vertex = self._add_vertex(message)
+        index = vertex.index
+        if len(self._chains[index]) == 1:  # the sender's first message in G casts its vote
+            self._cast_vote(vertex)
+        elif self.rule is not OrderingRule.TOTO:
+            return []  # votes unchanged: only ToTo's tail(m) depends on later messages
+        return self._evaluate()
+
+    # -- the DAG ----------------------------------------------------------------------
+
+    def _add_vertex(self, message: CausalMessage) -> _Vertex:
+        index = self._index.get(message.sender)
+        if index is None:
+            raise ProtocolViolation("unknown_sender", f"{message.sender} is not a member")
+        expected = self._inserted[index] + 1
+        if message.seq != expected:
+            reason = "duplicate" if message.seq < expected else "sequence_gap"
+            raise ProtocolViolation(reason, f"{message.id} inserted, expected seq {expected}")
+        latest: dict[int, int] = {}
+        for node, seq in message.acks:
+            j = self._index.get(node)
+            if j is None:
+                raise ProtocolViolation("unknown_sender", f"ack of non-member {node}")
+            if seq > self._inserted[j] or seq < 1 or (j == index and seq >= message.seq):
+                raise ProtocolViolation("ack_unknown", f"{message.id} acks unseen ({node}, {seq})")
+            if seq > latest.get(j, 0):
+                latest[j] = seq
+        if message.seq > 1:
+            latest[index] = max(latest.get(index, 0), message.seq - 1)
+        preds: list[_Vertex] = []
+        vertices = self._vertices
+        for j, seq in latest.items():
+            if seq > self._delivered_seq[j]:
+                preds.append(vertices[(self.members[j], seq)])
+        vertex = _Vertex(message, index, preds)
+        for pred in preds:
+            pred.children.append(vertex)
+        vertices[(message.sender, message.seq)] = vertex
+        self._chains[index].append(vertex)
+        self._inserted[index] = message.seq
+        return vertex
+
+    def _candidates_below(self, vertex: _Vertex) -> int:
+        """Bit mask of the candidates in ``vertex``'s causal past (memoised per activation)."""
+        stamp = self.activation
+        if vertex.stamp == stamp:
+            return vertex.mask
+        stack = [vertex]
+        while stack:
+            top = stack[-1]
+            if top.stamp == stamp:
+                stack.pop()
+                continue
+            if top.pending == 0:
+                top.mask = 1 << top.index
+                top.stamp = stamp
+                stack.pop()
+                continue
+            ready = True
+            for pred in top.preds:
+                if not pred.delivered and pred.stamp != stamp:
+                    stack.append(pred)
+                    ready = False
+            if ready:
+                mask = 0
+                for pred in top.preds:
+                    if not pred.delivered:
+                        mask |= pred.mask
+                top.mask = mask
+                top.stamp = stamp
+                stack.pop()
+        return vertex.mask
+
+    def _cast_vote(self, first: _Vertex) -> None:
+        is_candidate = first.pending == 0
+        followed = 0 if is_candidate else self._candidates_below(first)
+        self._votes.cast(first.index, followed, is_candidate=is_candidate)
+
+    def _tail_count(self, candidate: int) -> int:
+        """Ntail(m) for candidate sender index ``candidate``: processors whose latest
+        message in G causally follows it (its own sender included)."""
+        bit = 1 << candidate
+        count = 0
+        for chain in self._chains:
+            if chain and self._candidates_below(chain[-1]) & bit:
+                count += 1
+        return count
+
+    # -- rules and activations --------------------------------------------------------
+
+    def _evaluate(self) -> list[MessageDelivered]:
+        out: list[MessageDelivered] = []
+        votes = self._votes
+        phi = self.phi
+        rule = self.rule
+        while True:
+            chosen = self._early(rule, votes, phi)
+            fired = DeliveryRule.EARLY
+            if chosen is None:
+                chosen = rules.default_rule(votes)
+                fired = DeliveryRule.DEFAULT
+            if chosen is not None:
+                self._emit(chosen & ~self._gl_delivered, fired, out)
+                self._close_activation(chosen | self._gl_delivered)
+                continue
+            if rule is OrderingRule.GLTOTO:
+                newly = rules.gl_prefix(votes, phi, self._gl_delivered)
+                if newly:
+                    self._gl_delivered |= newly
+                    self._emit(newly, DeliveryRule.GL_PREFIX, out)
+            return out
+
+    def _early(self, rule: OrderingRule, votes: ActivationVotes, phi: float) -> int | None:
+        if rule is OrderingRule.STOTO:
+            return rules.stoto_early(votes, phi)
+        if rule is OrderingRule.GTOTO or rule is OrderingRule.GLTOTO:
+            return rules.gtoto_early(votes, phi)
+        if rule is OrderingRule.TOTO:
+            return rules.toto_early(votes, phi, self._tail_count)
+        return None  # lex: the default rule alone
+
+    def _emit(self, chosen: int, fired: DeliveryRule, out: list[MessageDelivered]) -> None:
+        votes = self._votes
+        ntail = votes.ntail
+        unseen = self.n - ntail
+        for c in bits(chosen):
+            message = self._chains[c][0].message
+            self.delivered_vertices += 1
+            if message.payload is None:
+                self.delivered_ack_only += 1
+                continue
+            out.append(
+                MessageDelivered(
+                    sender=message.sender,
+                    seq=message.seq,
+                    payload=message.payload,
+                    position=self.position,
+                    activation=self.activation,
+                    rule=fired,
+                    ntail=ntail,
+                    unseen=unseen,
+                    nvt=votes.nvt(c),
+                )
+            )
+            self.position += 1
+
+    def _close_activation(self, delivered: int) -> None:
+        """Remove the delivered candidates from G and open the next activation."""
+        for c in bits(delivered):
+            vertex = self._chains[c].popleft()
+            vertex.delivered = True
+            message = vertex.message
+            self._delivered_seq[c] = message.seq
+            del self._vertices[(message.sender, message.seq)]
+            for child in vertex.children:
+                child.pending -= 1
+            vertex.children = []
+            vertex.preds = []
+        self.activation += 1
+        self._gl_delivered = 0
+        votes = self._votes
+        votes.reset()
+        for chain in self._chains:
+            if chain:
+                self._cast_vote(chain[0])

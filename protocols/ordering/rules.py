@@ -1,0 +1,156 @@
+"""The delivery rules of the ToTo family, as pure functions of one activation's votes.
+
+Definitions (sections 3 and 4 of the ToTo paper; ``v`` is an ``ActivationVotes``):
+
+- ``1 in Future(j, i)`` iff ``votes(j, i) + u > phi``; ``Future(j, i) = {1}`` iff
+  ``votes(j, i) > phi`` (j has already won).
+- ToTo source: ``i in M_G`` and ``1 not in Future(j, i)`` for every ``j in M_G``. Read
+  literally, ``j`` includes ``i`` itself, so there are no sources while ``u > phi``; this
+  is what keeps the source set monotone when an unseen processor brings a new candidate.
+- G-ToTo source: ``nvt(i) > phi`` or a ToTo source.
+
+Every rule answers with a bit mask of candidate senders to deliver, or ``None`` when it
+does not fire. Only candidates ``j`` with ``nvt(j) + u > phi`` can threaten a source and
+only ``j`` with ``nvt(j) > phi`` can have won, so the pairwise checks run over those few.
+
+The rules (``n`` processors, ``Ntail(G) = n - u``):
+
+- ToTo (3): S-ToTo, and ``Ntail(s) >= n - phi`` for every source s.
+- S-ToTo (3): internal stability, every non-source has lost to a source; external
+  stability, some source has ``nvt > phi``.
+- G-ToTo (4): every non-source has ``nvt + u <= phi`` and has lost to a source;
+  ``Ntail(G) >= n - phi``; some source has ``nvt > phi``.
+- default (2, 3): ``Ntail(G) = n``: deliver all of M_G. ``lex`` is the default rule alone.
+- GL-ToTo (5): the stable prefix of M_G in processor-id order, from the paper's
+  pseudo-code; its sources may be delivered before the activation ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from protocols.ordering.votes import ActivationVotes, bits
+
+TailCount = Callable[[int], int]
+"""Ntail(s) for a candidate sender index s (needed by ToTo only)."""
+
+
+def _threats(v: ActivationVotes, phi: float, u: int) -> list[int]:
+    voters = v.voters
+    return [j for j in bits(v.candidates) if voters[j].bit_count() + u > phi]
+
+
+def toto_sources(v: ActivationVotes, phi: float) -> int:
+    """S_G of ToTo and S-ToTo: candidates that no candidate can beat in any extension."""
+    u = v.unseen
+    if u > phi:  # 1 in Future(i, i): an unseen processor may still beat anything
+        return 0
+    voters = v.voters
+    threats = _threats(v, phi, u)
+    sources = 0
+    for i in bits(v.candidates):
+        not_i = ~voters[i]
+        for j in threats:
+            if j != i and (voters[j] & not_i).bit_count() + u > phi:
+                break
+        else:
+            sources |= 1 << i
+    return sources
+
+
+def gtoto_sources(v: ActivationVotes, phi: float) -> int:
+    """S_G of G-ToTo: ToTo sources plus every candidate with more than phi votes."""
+    sources = toto_sources(v, phi)
+    voters = v.voters
+    for i in bits(v.candidates & ~sources):
+        if voters[i].bit_count() > phi:
+            sources |= 1 << i
+    return sources
+
+
+def _strong(v: ActivationVotes, mask: int, phi: float) -> list[int]:
+    voters = v.voters
+    return [s for s in bits(mask) if voters[s].bit_count() > phi]
+
+
+def _has_lost(v: ActivationVotes, i: int, winners: list[int], phi: float) -> bool:
+    """Future(j, i) = {1} for some j in ``winners``."""
+    voters = v.voters
+    not_i = ~voters[i]
+    return any((voters[j] & not_i).bit_count() > phi for j in winners)
+
+
+def stoto_early(v: ActivationVotes, phi: float) -> int | None:
+    """S-ToTo early delivery rule (section 3): the stable source set, or None."""
+    if not _strong(v, v.candidates, phi):
+        return None
+    sources = toto_sources(v, phi)
+    strong_sources = _strong(v, sources, phi)
+    if not strong_sources:
+        return None
+    for m in bits(v.candidates & ~sources):
+        if not _has_lost(v, m, strong_sources, phi):
+            return None
+    return sources
+
+
+def toto_early(v: ActivationVotes, phi: float, ntail_of: TailCount) -> int | None:
+    """Original ToTo early delivery rule (section 3): S-ToTo plus Ntail(s) >= n - phi."""
+    sources = stoto_early(v, phi)
+    if sources is None:
+        return None
+    floor = v.n - phi
+    if all(ntail_of(s) >= floor for s in bits(sources)):
+        return sources
+    return None
+
+
+def gtoto_early(v: ActivationVotes, phi: float) -> int | None:
+    """G-ToTo early delivery rule (section 4): the stable source set, or None."""
+    u = v.unseen
+    if v.n - u < v.n - phi:  # external stability: Ntail(G) >= n - phi
+        return None
+    strong = _strong(v, v.candidates, phi)
+    if not strong:
+        return None
+    sources = gtoto_sources(v, phi)
+    voters = v.voters
+    for i in bits(v.candidates & ~sources):
+        if voters[i].bit_count() + u > phi or not _has_lost(v, i, strong, phi):
+            return None
+    return sources
+
+
+def default_rule(v: ActivationVotes) -> int | None:
+    """Default rule (sections 2 and 3): once every processor has voted, deliver M_G."""
+    if v.voted == (1 << v.n) - 1:
+        return v.candidates
+    return None
+
+
+def gl_prefix(v: ActivationVotes, phi: float, delivered: int) -> int:
+    """GL-ToTo (section 5): sources of the stable prefix of M_G not yet ``delivered``.
+
+    Walks processors in id order up to the first one that has not voted, as in the
+    paper's pseudo-code; returns the newly deliverable sources (a mask), in a prefix of
+    the activation's final source order.
+    """
+    u = v.unseen
+    sources = gtoto_sources(v, phi)
+    strong = _strong(v, v.candidates, phi)
+    voters = v.voters
+    stable_floor = v.n - u >= v.n - phi  # Ntail(G) >= n - phi: no unseen message can win
+    newly = 0
+    for i in range(v.first_unseen()):
+        bit = 1 << i
+        if delivered & bit or not v.candidates & bit:
+            continue  # delivered earlier in this activation, or i has no candidate
+        if sources & bit:
+            if voters[i].bit_count() > phi or stable_floor:
+                newly |= bit
+                continue
+            break
+        if voters[i].bit_count() + u <= phi and _has_lost(v, i, strong, phi):
+            continue  # m_i will never become a source in this activation
+        break
+    return newly

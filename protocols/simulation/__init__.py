@@ -1,0 +1,1 @@
+"""Deterministic simulation (virtual clock, seeded randomness) of amcast processors."""
