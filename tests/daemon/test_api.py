@@ -152,7 +152,8 @@ async def _take(client: Client, n: int) -> Any:
 async def test_two_nodes_deliver_identical_sequences_with_backpressure(
     make_cluster: Any,
 ) -> None:
-    c = await make_cluster(2, protocol={"insecure": True, "window_size": 2})
+    c = await make_cluster(2, protocol={"insecure": True, "window_size": 2,
+                                       "max_message_size": 4096, "max_pending_bytes": 4096})
     clients = [await Client.connect(c.socket(i), max_batch_bytes=512) for i in range(2)]
     for cl in clients:
         await cl.join("g")
