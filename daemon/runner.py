@@ -276,13 +276,19 @@ class Daemon:
             return
         if self._blocked:
             self._drain_blocked()
-        for _ in range(4):  # events can free window space, which can submit more
+        for _ in range(8):  # events can free window space, which can submit more
+            at = node.next_timer()
+            if at is not None and at <= self.now():  # due now: no trip through the loop
+                node.handle_timer(self.now())
             out = node.datagrams_to_send()
             if out:
                 transport.send(out)
             events = node.events()
             if not events:
-                break
+                at = node.next_timer()
+                if at is None or at > self.now():
+                    break
+                continue
             for ev in events:
                 kind = type(ev)
                 if kind is BatchDelivered:
