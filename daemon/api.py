@@ -160,7 +160,11 @@ class ClientConnection(asyncio.Protocol):
                 self.server.backend.count_disconnect(code)
             self.closed = True
             self.server.forget(self)
-            self.transport.close()  # flushes the error frame first
+            self.transport.close()  # flushes queued deliveries and the error frame first
+            # ... but a client that never reads must not pin that memory: abort later
+            asyncio.get_running_loop().call_later(
+                self.server.config.close_grace_s, self.transport.abort
+            )
 
     # ---- frames --------------------------------------------------------------------
     def _dispatch(self, frame: dict[str, Any]) -> None:

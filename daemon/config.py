@@ -90,6 +90,7 @@ class ApiSection(_Section):
     client_queue_high_bytes: int = Field(4 << 20, ge=65536)
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
     submit_queue_frames: int = Field(1024, ge=1)
+    close_grace_s: float = Field(5.0, ge=0)
 
     @field_validator("socket_mode", mode="before")
     @classmethod
