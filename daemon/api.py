@@ -39,6 +39,7 @@ import msgpack
 from daemon import frames
 from daemon.config import ApiSection
 from daemon.frames import FrameDecoder, FrameError
+from protocols.errors import ConfigurationError
 
 SERVICES = ("causal", "agreed", "safe")
 _packb = msgpack.packb
@@ -316,7 +317,13 @@ class ApiServer:
         finally:
             os.umask(old_umask)
         if self.config.socket_group:
-            gid = grp.getgrnam(self.config.socket_group).gr_gid
+            try:
+                gid = grp.getgrnam(self.config.socket_group).gr_gid
+            except KeyError:
+                self.close_listener()
+                raise ConfigurationError(
+                    f"api.socket_group: there is no group named {self.config.socket_group!r}"
+                ) from None
             os.chown(path, -1, gid)
         os.chmod(path, self.config.socket_mode)
 

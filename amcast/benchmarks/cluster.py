@@ -112,6 +112,7 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         time.sleep(max(0.0, start + total - time.monotonic()))
         last = sample(cluster)
         load_cpu = sum(cpu_seconds(p.pid) for p in procs if p.poll() is None)
+        wall = time.monotonic() - start
         reports = _finish(procs, timeout=60)
     finally:
         cluster.stop()
@@ -126,7 +127,7 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     return {
         "n": n, "rates": rates, "slowest": min(rates), "mean": sum(rates) / len(rates),
         "cpu_per_msg": cpu / ordered if ordered else float("nan"),
-        "daemon_cpu_s": cpu, "loadgen_cpu_s": load_cpu,
+        "daemon_cpu_s": cpu, "loadgen_cpu_s": load_cpu, "wall_s": wall,
         "sent": sum(r["sent"] for r in reports), "drops": drops,
         "retransmissions": sum(int(s["engine"].get("retransmissions", 0)) for s in last),
     }
@@ -162,7 +163,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n in sizes:
             t = throughput(n, args, base)
             rows.append([n, t["slowest"], t["mean"], t["cpu_per_msg"] * 1e6, t["daemon_cpu_s"],
-                         t["retransmissions"], sum(t["drops"].values())])
+                         t["loadgen_cpu_s"] / t["wall_s"] * args.duration, t["retransmissions"],
+                         sum(t["drops"].values())])
             figures[f"N={n} ordered msgs/s (slowest node)"] = t["slowest"]
             figures[f"N={n} per-node msgs/s"] = ", ".join(f"{r:,.0f}" for r in t["rates"])
             figures[f"N={n} CPU s/msg (all daemons)"] = t["cpu_per_msg"]
@@ -182,8 +184,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  f"{'' if args.receive else ', clients not receiving'}",
         "tables": [
             {"title": "throughput", "columns": ["N", "slowest msgs/s", "mean msgs/s",
-                                                "CPU us/msg", "daemon CPU s", "retransmissions",
-                                                "drops"], "rows": rows},
+                                                "CPU us/msg", "daemon CPU s", "client CPU s",
+                                                "retransmissions", "drops"], "rows": rows},
             *([{"title": f"latency at the sender ({args.latency_rate:.0f} msgs/s from node 0)",
                 "columns": ["N", "samples", "p50 ms", "p99 ms"], "rows": lat_rows}]
               if lat_rows else []),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import grp
 import json
 import os
 import stat
@@ -15,7 +16,7 @@ import pytest
 
 from amcast.client import Client, DeliveredBatch
 from daemon.frames import PREFIX, FrameDecoder, encode
-from protocols.errors import ClientError
+from protocols.errors import ClientError, ConfigurationError
 
 
 class Raw:
@@ -103,6 +104,11 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     s0 = c.daemons[0].counters.client_errors
     assert s0["bad_frame"] == 2 and s0["frame_too_large"] == 1
     await good.close()
+
+
+async def test_unknown_socket_group_is_a_configuration_error(make_cluster: Any) -> None:
+    with pytest.raises(ConfigurationError, match="no group named"):
+        await make_cluster(1, api={"socket_group": "no-such-group-amcast"})
 
 
 async def test_truncated_frame_at_half_close_gets_an_error(make_cluster: Any) -> None:
@@ -223,9 +229,11 @@ async def test_slow_reader_is_disconnected_and_the_cluster_keeps_going(
 
 
 async def test_socket_permissions_metrics_logs_and_clean_stop(make_cluster: Any) -> None:
-    c = await make_cluster(2, api={"socket_mode": 0o600})
+    group = grp.getgrgid(os.getgid()).gr_name
+    c = await make_cluster(2, api={"socket_mode": 0o600, "socket_group": group})
     path = c.socket(0)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert os.stat(path).st_gid == os.getgid()
     cl = await Client.connect(path)
     await cl.join("g")
     cl.send(b"m1", "g", "agreed")
