@@ -1,0 +1,75 @@
+"""``amcast cluster``: start, run or stop N daemons on loopback multicast for local use."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+from amcast.localcluster import LocalCluster
+
+
+def parse_protocol(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("cluster", help="start/stop N daemons on this host",
+                              description=__doc__)
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, help_text in (("start", "start in the background and return"),
+                            ("run", "run in the foreground until Ctrl-C, then stop")):
+        s = sub.add_parser(name, help=help_text)
+        s.add_argument("--nodes", "-n", type=int, default=4)
+        s.add_argument("--dir", type=Path, default=Path("var/cluster"),
+                       help="configs, sockets and logs go here (default: %(default)s)")
+        s.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
+                       help="a [protocol] setting for every node (repeatable)")
+        s.set_defaults(func=run_start if name == "start" else run_foreground)
+    s = sub.add_parser("stop", help="SIGTERM the daemons started with `start`")
+    s.add_argument("--dir", type=Path, default=Path("var/cluster"))
+    s.set_defaults(func=run_stop)
+
+
+def _start(args: argparse.Namespace, detach: bool) -> LocalCluster:
+    cluster = LocalCluster(args.nodes, args.dir, protocol=parse_protocol(args.protocol),
+                           log_level="info")
+    print(f"starting {args.nodes} daemons on {cluster.group}:{cluster.port} (loopback) ...",
+          flush=True)
+    cluster.start(detach=detach)
+    for n in cluster.nodes:
+        print(f"node {n.node}: pid {n.pid} socket {n.socket} "
+              f"metrics http://127.0.0.1:{n.metrics_port}/metrics logs {n.log_dir}")
+    return cluster
+
+
+def run_start(args: argparse.Namespace) -> int:
+    _start(args, detach=True)
+    print(f"stop with: amcast cluster stop --dir {args.dir}")
+    return 0
+
+
+def run_foreground(args: argparse.Namespace) -> int:
+    cluster = _start(args, detach=False)
+    print("running; Ctrl-C stops the cluster", flush=True)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    codes = cluster.stop()
+    print(f"stopped: exit codes {codes}")
+    return 0 if all(c == 0 for c in codes.values()) else 1
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.dir)
+    cluster.stop()
+    print(f"stopped {len(cluster.nodes)} daemons")
+    return 0

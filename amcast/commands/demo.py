@@ -1,0 +1,21 @@
+"""``amcast demo``: a 4-node loopback cluster, concurrent senders, identical sequences."""
+
+from __future__ import annotations
+
+import argparse
+
+from amcast import demo
+from amcast.report import print_report
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("demo", help="run the 4-daemon loopback demo",
+                              description=demo.__doc__.splitlines()[0])
+    demo.add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = demo.run(args)
+    print_report(report, as_json=args.json)
+    return 0 if report["figures"]["identical delivery sequences"] == "yes" else 1

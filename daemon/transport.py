@@ -1,0 +1,217 @@
+"""UDP IP-multicast transport between daemons, set up the python-zeroconf way.
+
+Theory of operation: two non-blocking sockets.
+
+- The *receive* socket sets ``SO_REUSEADDR`` and ``SO_REUSEPORT`` (several daemons on
+  one host share the port: the kernel hands every multicast datagram to every socket
+  bound to it), binds to ``(group, port)`` (falls back to ``("", port)`` where binding
+  to a group address is refused), joins the group with ``IP_ADD_MEMBERSHIP`` on the
+  configured interface address and gets a large ``SO_RCVBUF``.
+- The *send* socket binds to ``(interface, 0)`` and sets ``IP_MULTICAST_IF``,
+  ``IP_MULTICAST_TTL`` and ``IP_MULTICAST_LOOP``. Its own address is how we recognise
+  (and skip) our own datagrams looping back.
+
+``MulticastTransport.start(loop, on_datagrams)`` registers one reader callback that
+drains the receive socket (up to ``batch`` datagrams per wake-up) and hands the list
+to ``on_datagrams`` once, so the daemon pumps its engine once per wake-up, not once per
+datagram. ``send`` never blocks and never raises: a refused datagram is counted in
+``send_errors`` by errno name and the engine's retransmission repairs it.
+
+Set-up failures raise ``TransportSetupError`` whose message says what to do
+(``errno_hint``), after the zeroconf practice of triaging errno values into actionable
+log lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections import Counter
+from collections.abc import Callable
+
+from daemon.config import NetworkSection
+from protocols.errors import ConfigurationError
+
+MAX_DATAGRAM = 65535
+
+
+class TransportSetupError(ConfigurationError):
+    """The multicast sockets could not be set up; the message says what to do."""
+
+
+_HINTS: dict[int, str] = {
+    errno.EADDRINUSE: (
+        "port {port} is taken by a socket without SO_REUSEPORT: stop that process or "
+        "choose another network.port"
+    ),
+    errno.EADDRNOTAVAIL: (
+        "{interface} is not an address of a local interface: set network.interface to one "
+        "of `ip -4 addr` (127.0.0.1 for a single-host cluster)"
+    ),
+    errno.ENODEV: (
+        "no multicast-capable interface has address {interface}: set network.interface to "
+        "one of `ip -4 addr` (127.0.0.1 for a single-host cluster) or add a route "
+        "(`ip route add 224.0.0.0/4 dev IFACE`)"
+    ),
+    errno.ENOBUFS: (
+        "the kernel refused another multicast membership: raise "
+        "net.ipv4.igmp_max_memberships or run fewer groups on this host"
+    ),
+    errno.EPERM: "not permitted: a firewall or a sandbox forbids multicast on {interface}",
+    errno.EACCES: "permission denied: ports below 1024 need privileges; use port >= 1024",
+    errno.ENETUNREACH: (
+        "no route to {group}: add `ip route add 224.0.0.0/4 dev IFACE` or set "
+        "network.interface"
+    ),
+    errno.EINVAL: "invalid group/interface combination {group} on {interface}",
+}
+
+
+def errno_hint(err: int, net: NetworkSection) -> str:
+    template = _HINTS.get(err, "unexpected error; check network.* in the config")
+    return template.format(port=net.port, interface=net.interface, group=net.group)
+
+
+def _fail(step: str, exc: OSError, net: NetworkSection) -> TransportSetupError:
+    name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return TransportSetupError(
+        f"multicast {step} failed for {net.group}:{net.port} on {net.interface} "
+        f"({name}: {exc.strerror}): {errno_hint(exc.errno or 0, net)}"
+    )
+
+
+def open_receive_socket(net: NetworkSection) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, net.recv_buffer_bytes)
+        try:
+            sock.bind((net.group, net.port))
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRNOTAVAIL, errno.EINVAL):
+                raise _fail("bind", exc, net) from None
+            sock.bind(("", net.port))
+        mreq = socket.inet_aton(net.group) + socket.inet_aton(net.interface)
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        except OSError as exc:
+            raise _fail("join (IP_ADD_MEMBERSHIP)", exc, net) from None
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def open_send_socket(net: NetworkSection) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, net.send_buffer_bytes)
+        try:
+            sock.setsockopt(
+                socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(net.interface)
+            )
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, net.ttl)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, int(net.loopback))
+            sock.bind((net.interface, 0))
+        except OSError as exc:
+            raise _fail("send socket setup", exc, net) from None
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class MulticastTransport:
+    """The daemon's two multicast sockets (see the module docstring)."""
+
+    def __init__(self, net: NetworkSection, *, batch: int = 256) -> None:
+        self.net = net
+        self._batch = batch
+        self._dest = (net.group, net.port)
+        self._rx = open_receive_socket(net)
+        try:
+            self._tx = open_send_socket(net)
+        except BaseException:
+            self._rx.close()
+            raise
+        self.own_address: tuple[str, int] = self._tx.getsockname()
+        self.send_errors: Counter[str] = Counter()
+        self.datagrams_sent = 0
+        self.bytes_sent = 0
+        self.datagrams_received = 0
+        self.bytes_received = 0
+        self.on_send_error: Callable[[str, str], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def rcvbuf(self) -> int:
+        return self._rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+    def start(
+        self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
+    ) -> None:
+        rx = self._rx
+        own = self.own_address
+        batch = self._batch
+
+        def readable() -> None:
+            got: list[bytes] = []
+            nbytes = 0
+            recvfrom = rx.recvfrom
+            for _ in range(batch):
+                try:
+                    data, addr = recvfrom(MAX_DATAGRAM)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:  # e.g. ECONNREFUSED from an ICMP; never fatal
+                    self._count_error(exc)
+                    break
+                if addr == own:
+                    continue
+                got.append(data)
+                nbytes += len(data)
+            if got:
+                self.datagrams_received += len(got)
+                self.bytes_received += nbytes
+                on_datagrams(got)
+
+        self._loop = loop
+        loop.add_reader(rx.fileno(), readable)
+
+    def send(self, datagrams: list[bytes]) -> None:
+        sendto = self._tx.sendto
+        dest = self._dest
+        for data in datagrams:
+            try:
+                sendto(data, dest)
+            except OSError as exc:
+                self._count_error(exc)
+                continue
+            self.datagrams_sent += 1
+            self.bytes_sent += len(data)
+
+    def _count_error(self, exc: OSError) -> None:
+        name = errno.errorcode.get(exc.errno or 0, "unknown").lower()
+        reason = f"send_{name}" if name != "unknown" else "send_error"
+        first = reason not in self.send_errors
+        self.send_errors[reason] += 1
+        if first and self.on_send_error is not None:
+            self.on_send_error(reason, errno_hint(exc.errno or 0, self.net))
+
+    def close(self) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._rx.fileno())
+        self._loop = None
+        for sock in (self._rx, self._tx):
+            try:
+                if sock is self._rx:
+                    mreq = socket.inet_aton(self.net.group) + socket.inet_aton(self.net.interface)
+                    sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, mreq)
+            except OSError:
+                pass
+            sock.close()

@@ -1,0 +1,79 @@
+"""In-process daemons (real ``Node``, real sockets on loopback multicast) for API tests."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amcast.localcluster import free_port
+from daemon.config import DaemonConfig
+from daemon.runner import Daemon
+
+
+class InProcessCluster:
+    """``n`` daemons in this event loop, sharing one fresh loopback multicast group."""
+
+    def __init__(self, n: int, base: Path, overrides: dict[str, dict[str, Any]]) -> None:
+        self.base = base
+        group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+        port = free_port()
+        self.daemons: list[Daemon] = []
+        self.tasks: list[asyncio.Task[int]] = []
+        for i in range(n):
+            data: dict[str, dict[str, Any]] = {
+                "node": {"id": i, "members": list(range(n)), "seed": i + 1},
+                "network": {"group": group, "port": port, "ttl": 0},
+                "api": {"socket": str(base / f"n{i}.sock")},
+                "metrics": {"port": 0},
+                "logs": {"dir": str(base / f"logs{i}"), "format": "json",
+                         "level": "warning"},
+                "protocol": {"insecure": True},
+                "shutdown": {"grace_s": 2.0},
+            }
+            for section, values in overrides.items():
+                data.setdefault(section, {}).update(values)
+            self.daemons.append(Daemon(DaemonConfig.model_validate(data), environ={}))
+
+    async def start(self) -> None:
+        self.tasks = [asyncio.create_task(d.run()) for d in self.daemons]
+        for d, t in zip(self.daemons, self.tasks, strict=True):
+            ready = asyncio.create_task(d.ready.wait())
+            done, _ = await asyncio.wait({ready, t}, timeout=15,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if t in done:
+                ready.cancel()
+                t.result()  # raises the start-up error
+            assert ready in done, "daemon not ready in 15 s"
+
+    async def stop(self) -> list[int]:
+        for d in self.daemons:
+            d.request_stop("test")
+        return list(await asyncio.wait_for(asyncio.gather(*self.tasks), 20))
+
+    def socket(self, i: int) -> str:
+        return self.daemons[i].api.path
+
+
+@pytest.fixture
+async def make_cluster() -> AsyncIterator[Callable[..., Any]]:
+    made: list[InProcessCluster] = []
+    base = Path(tempfile.mkdtemp(prefix="amc-", dir="/tmp"))  # short: unix socket paths
+
+    async def make(n: int = 2, **overrides: dict[str, Any]) -> InProcessCluster:
+        c = InProcessCluster(n, base / str(len(made)), overrides)
+        made.append(c)
+        await c.start()
+        return c
+
+    yield make
+    for c in made:
+        if not all(t.done() for t in c.tasks):
+            await c.stop()
+    shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,268 @@
+"""The unix-socket API against real in-process daemons (real Node, loopback multicast)."""
+
+from __future__ import annotations
+
+import asyncio
+import grp
+import json
+import os
+import stat
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from amcast.client import Client, DeliveredBatch
+from daemon.frames import PREFIX, FrameDecoder, encode
+from protocols.errors import ClientError, ConfigurationError
+
+
+class Raw:
+    """A hand-driven connection: write arbitrary bytes, read decoded frames."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.decoder = FrameDecoder(1 << 30)
+        self.frames: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, path: str, hello: bool = True) -> Raw:
+        raw = cls(*await asyncio.open_unix_connection(path))
+        if hello:
+            raw.write(encode({"t": "hello", "v": 1, "name": "raw"}))
+            assert (await raw.next())["t"] == "welcome"
+        return raw
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    async def next(self, timeout: float = 10) -> dict[str, Any]:
+        while not self.frames:
+            data = await asyncio.wait_for(self.reader.read(1 << 16), timeout)
+            if not data:
+                raise EOFError
+            for item in self.decoder.feed(data):
+                assert isinstance(item, dict), item
+                self.frames.append(item)
+        return self.frames.pop(0)
+
+    async def closed(self, timeout: float = 10) -> bool:
+        try:
+            while True:
+                await self.next(timeout)
+        except EOFError:
+            return True
+
+
+async def test_hello_is_required_and_versions_are_checked(make_cluster: Any) -> None:
+    c = await make_cluster(1)
+    raw = await Raw.open(c.socket(0), hello=False)
+    raw.write(encode({"t": "status"}))
+    err = await raw.next()
+    assert (err["t"], err["code"], err["fatal"]) == ("error", "hello_required", True)
+    assert await raw.closed()
+    raw = await Raw.open(c.socket(0), hello=False)
+    raw.write(encode({"t": "hello", "v": 99}))
+    assert (await raw.next())["code"] == "unsupported_version"
+    assert await raw.closed()
+
+
+async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
+    make_cluster: Any,
+) -> None:
+    c = await make_cluster(2, api={"max_frame_bytes": 4096, "max_message_bytes": 1024})
+    good = await Client.connect(c.socket(1))
+    await good.join("g")
+    bad = await Raw.open(c.socket(0))
+    cases = [
+        (PREFIX.pack(4) + b"\xc1\xff\x00\x01", "bad_frame"),
+        (PREFIX.pack(2) + msgpack.packb([1]), "bad_frame"),
+        (PREFIX.pack(100_000) + b"z" * 100_000, "frame_too_large"),
+        (encode({"t": "frobnicate", "id": 7}), "unknown_type"),
+        (encode({"t": "send", "groups": ["g"], "service": "eventual", "payload": b"x"}),
+         "bad_service"),
+        (encode({"t": "send", "groups": [], "payload": b"x"}), "bad_field"),
+        (encode({"t": "send", "groups": ["g"], "payloads": ["text, not bin"]}), "bad_field"),
+        (encode({"t": "send", "groups": ["g"], "payloads": [b"x" * 2000]}), "message_too_large"),
+        (encode({"t": "join", "groups": "g" * 500}), "bad_field"),
+    ]
+    for data, code in cases:
+        bad.write(data)
+        err = await bad.next()
+        assert (err["t"], err["code"], err["fatal"]) == ("error", code, False), (err, code)
+    bad.write(encode({"t": "frobnicate", "id": 7}))
+    assert (await bad.next())["id"] == 7
+    # the misbehaving connection still works, and so does everyone else
+    bad.write(encode({"t": "send", "groups": ["g"], "payloads": [b"after-garbage"]}))
+    batch = await good.next_event(10)
+    assert isinstance(batch, DeliveredBatch)
+    assert [d.payload for d in batch] == [b"after-garbage"]
+    status = await good.status()
+    assert status["node"] == 1
+    s0 = c.daemons[0].counters.client_errors
+    assert s0["bad_frame"] == 2 and s0["frame_too_large"] == 1
+    await good.close()
+
+
+async def test_unknown_socket_group_is_a_configuration_error(make_cluster: Any) -> None:
+    with pytest.raises(ConfigurationError, match="no group named"):
+        await make_cluster(1, api={"socket_group": "no-such-group-amcast"})
+
+
+async def test_truncated_frame_at_half_close_gets_an_error(make_cluster: Any) -> None:
+    c = await make_cluster(1)
+    raw = await Raw.open(c.socket(0))
+    raw.write(encode({"t": "status"})[:-3])
+    raw.writer.write_eof()
+    err = await raw.next()
+    assert (err["code"], err["fatal"]) == ("truncated_frame", True)
+    assert await raw.closed()
+
+
+async def test_groups_route_deliveries_and_senders_need_not_join(make_cluster: Any) -> None:
+    c = await make_cluster(2)
+    a = await Client.connect(c.socket(0))
+    b = await Client.connect(c.socket(1))
+    outsider = await Client.connect(c.socket(1))
+    assert await a.join("a", "common") == ["a", "common"]
+    assert await b.join("b", "x") == ["b", "x"]
+    assert await b.leave("x") == ["b"]
+    outsider.send(b"to-a", "a")
+    outsider.send(b"to-both", ["a", "b"])
+    outsider.send(b"to-nobody", "nobody")
+    outsider.send(b"to-b", "b")
+    got_a = [d async for d in _take(a, 2)]
+    got_b = [d async for d in _take(b, 2)]
+    assert [d.payload for d in got_a] == [b"to-a", b"to-both"]
+    assert [d.payload for d in got_b] == [b"to-both", b"to-b"]
+    both_a, both_b = got_a[1], got_b[0]
+    assert both_a.position == both_b.position and both_a.message_id == both_b.message_id
+    assert both_a.sender == 1 and both_a.client == outsider.client_id
+    assert both_a.groups == ("a", "b") and both_a.service == "agreed"
+    assert outsider._events == type(outsider._events)()  # joined nothing, got nothing
+    for cl in (a, b, outsider):
+        await cl.close()
+
+
+async def _take(client: Client, n: int) -> Any:
+    got = 0
+    async for d in client.deliveries(10):
+        yield d
+        got += 1
+        if got == n:
+            return
+
+
+async def test_two_nodes_deliver_identical_sequences_with_backpressure(
+    make_cluster: Any,
+) -> None:
+    c = await make_cluster(2, protocol={"insecure": True, "window_size": 2,
+                                       "max_message_size": 4096, "max_pending_bytes": 4096})
+    clients = [await Client.connect(c.socket(i), max_batch_bytes=512) for i in range(2)]
+    for cl in clients:
+        await cl.join("g")
+    per = 1500
+    for i, cl in enumerate(clients):
+        for k in range(per):
+            cl.send(f"{i}-{k}".encode(), "g")
+        await cl.drain()
+    seqs: list[list[tuple[int | None, str, bytes]]] = [[], []]
+    for i, cl in enumerate(clients):
+        async for d in cl.deliveries(20):
+            seqs[i].append((d.position, d.message_id, d.payload))
+            if len(seqs[i]) == 2 * per:
+                break
+    assert seqs[0] == seqs[1]
+    assert [p for p, _, _ in seqs[0]] == list(range(2 * per))
+    for i in range(2):  # each client's messages in its sending order
+        mine = [p for _, _, p in seqs[0] if p.startswith(f"{i}-".encode())]
+        assert mine == [f"{i}-{k}".encode() for k in range(per)]
+    assert sum(d.counters.backpressure_events for d in c.daemons) > 0
+    for cl in clients:
+        await cl.close()
+
+
+async def test_slow_reader_is_disconnected_and_the_cluster_keeps_going(
+    make_cluster: Any,
+) -> None:
+    c = await make_cluster(
+        2, api={"client_queue_high_bytes": 65536, "client_queue_max_bytes": 131072},
+    )
+    sleeper = await Raw.open(c.socket(0))
+    sleeper.write(encode({"t": "join", "groups": ["g"]}))
+    assert (await sleeper.next())["t"] == "groups"
+    # the sleeper stops reading: its socket buffers fill, then the daemon's queue
+    sleeper_transport = sleeper.writer.transport
+    sleeper_transport.pause_reading()
+    listener = await Client.connect(c.socket(0))
+    await listener.join("g")
+    sender = await Client.connect(c.socket(1))
+    total = 0
+    chunk = b"p" * 1000
+    while c.daemons[0].counters.clients_disconnected["slow_reader"] == 0:
+        for _ in range(200):
+            sender.send(chunk, "g")
+        total += 200
+        await sender.drain()
+        got = 0
+        async for _ in listener.deliveries(10):
+            got += 1
+            if got == 200:
+                break
+        assert total < 20_000, "slow reader was never disconnected"
+    sleeper_transport.resume_reading()
+    frames = []
+    try:
+        while True:
+            frames.append(await sleeper.next())
+    except EOFError:
+        pass
+    assert frames[-1]["code"] == "slow_reader" and frames[-1]["fatal"]
+    sender.send(b"still-alive", "g")
+    async for d in listener.deliveries(10):
+        if d.payload == b"still-alive":
+            break
+    for cl in (listener, sender):
+        await cl.close()
+
+
+async def test_socket_permissions_metrics_logs_and_clean_stop(make_cluster: Any) -> None:
+    group = grp.getgrgid(os.getgid()).gr_name
+    c = await make_cluster(2, api={"socket_mode": 0o600, "socket_group": group})
+    path = c.socket(0)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert os.stat(path).st_gid == os.getgid()
+    cl = await Client.connect(path)
+    await cl.join("g")
+    cl.send(b"m1", "g", "agreed")
+    cl.send(b"m2", "g", "causal")
+    cl.send(b"m3", "g", "safe")
+    got = [d async for d in _take(cl, 3)]
+    assert sorted(d.service for d in got) == ["agreed", "causal", "safe"]
+    port = c.daemons[0].metrics_port
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    )
+    text = body.decode()
+    for name in ("amcast_messages_delivered_total 3.0", "amcast_datagrams_sent_total",
+                 "amcast_delivery_latency_seconds_bucket", "amcast_clients_connected 1.0",
+                 'amcast_batches_delivered_total{service="causal"}', "amcast_view_id 0.0"):
+        assert name in text, name
+    codes = await c.stop()
+    assert codes == [0, 0]
+    assert not Path(path).exists()
+    with pytest.raises(ClientError):
+        await cl.next_event(5)  # the daemon said shutting_down and closed
+    log_dir = Path(c.daemons[0].config.logs.dir)
+    records = [json.loads(x) for x in (log_dir / "delivery.jsonl").read_text().splitlines()]
+    kinds = [r["type"] for r in records]
+    assert kinds[0] == "view" and kinds.count("delivery") >= 1
+    deliveries = [r for r in records if r["type"] == "delivery"]
+    assert sum(r["count"] for r in deliveries) == 3
+    ordered = sorted((r for r in deliveries if r["position"] is not None),
+                     key=lambda r: r["position"])
+    assert [r["position"] for r in ordered] == list(range(len(ordered)))
+    metrics = [json.loads(x) for x in (log_dir / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["messages_delivered"] == 3 and metrics[-1]["type"] == "metrics"
