@@ -19,7 +19,6 @@ Figures (issue 3, item 10):
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from typing import Any
 
