@@ -1,8 +1,11 @@
 """``amcast simulate``: the deterministic simulator of processors ordering a causal DAG.
 
-``--preset section7`` reproduces section 7 of the ToTo paper (what ``make demo``
-prints); ``--preset custom`` runs one study from the flags. ``--plot`` draws the
-latency distributions; ``--json`` prints one JSON object with the same figures.
+``--preset section7`` reproduces section 7 of the ToTo paper; ``--preset custom`` runs
+one ordering study from the flags. ``--preset faults`` runs full Nodes (wire, reliable
+causal layer, ordering engine) over the lossy simulated network for a range of seeds and
+checks agreement, total order, causal order, integrity and validity after every run: the
+long version of the CI sweep (exit status 1 if any seed violates a property). ``--plot``
+draws the latency distributions; ``--json`` prints one JSON object with the same figures.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from pathlib import Path
 
 from amcast.report import print_report
+from protocols.errors import ConfigurationError
 from protocols.ordering import OrderingRule
 from protocols.simulation.causal_broadcast import Topology, Workload
 from protocols.simulation.ordering_study import Study, run_study, section7
@@ -23,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="simulate n processors ordering messages (virtual time, seeded)",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("--preset", choices=["section7", "custom"], default="section7")
+    p.add_argument("--preset", choices=["section7", "custom", "faults"], default="section7")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duration", type=float, default=10.0, help="virtual seconds of sending")
     p.add_argument("--n", type=int, default=8, help="processors (custom)")
@@ -39,6 +43,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(r.value for r in OrderingRule),
         help="comma-separated rules, each optionally rule:phi (custom)",
     )
+    faults = p.add_argument_group("--preset faults (full Nodes over a lossy network)")
+    faults.add_argument("--seeds", type=int, default=1000, help="number of seeds to run")
+    faults.add_argument("--n-min", type=int, default=3, help="smallest cluster")
+    faults.add_argument("--n-max", type=int, default=8, help="largest cluster")
+    faults.add_argument("--max-loss", type=float, default=0.2,
+                        help="loss rates spread over 0..this")
+    faults.add_argument("--duplicate", type=float, default=0.2, help="duplication rate")
+    faults.add_argument("--reorder", type=float, default=0.2, help="reordering rate")
+    faults.add_argument("--messages", type=int, default=12, help="messages per node and seed")
+    faults.add_argument("--rule", default="stoto", choices=[r.value for r in OrderingRule
+                                                           if r.value != "toto"],
+                        help="ordering rule of the Nodes")
     p.add_argument("--plot", type=Path, help="write latency distributions to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -59,7 +75,25 @@ def _variants(spec: str) -> list[tuple[OrderingRule, float | None]]:
     return out
 
 
+def run_faults(args: argparse.Namespace) -> int:
+    from protocols.simulation.cluster import run_cluster_simulation
+
+    if not 2 <= args.n_min <= args.n_max:
+        raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
+    seeds = range(args.seed, args.seed + args.seeds)
+    report = run_cluster_simulation(
+        seeds, n_range=(args.n_min, args.n_max), max_loss=args.max_loss,
+        duplicate=args.duplicate, reorder=args.reorder, messages_per_node=args.messages,
+        rule=args.rule, progress=_progress(args),
+    )
+    ok = report.pop("ok")
+    print_report(report, as_json=args.json)
+    return 0 if ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.preset == "faults":
+        return run_faults(args)
     progress = _progress(args)
     if args.preset == "section7":
         report, results = section7(seed=args.seed, duration=args.duration, progress=progress)

@@ -333,8 +333,12 @@ def run_cluster_simulation(
     slow_node: bool = True,
     asymmetric: bool = True,
     max_time: float = 60.0,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
-    """Run one cluster per seed and check every safety property; return a report dict."""
+    """Run one cluster per seed and check every safety property; return a report dict.
+
+    ``progress`` (if given) receives a line every tenth of the sweep and on each failure.
+    """
     cfg = NodeConfig(group_key=b"simulation-group-key", rule=rule)
     workload = Workload(messages_per_node=messages_per_node)
     points = sweep_points(seeds, n_range=n_range, max_loss=max_loss, duplicate=duplicate,
@@ -342,7 +346,8 @@ def run_cluster_simulation(
                           asymmetric_every=7 if asymmetric else 0)
     failures: list[str] = []
     totals = {"messages": 0, "datagrams": 0, "lost": 0, "retransmissions": 0}
-    for point in points:
+    step = max(1, len(points) // 10)
+    for k, point in enumerate(points, 1):
         result = run_point(point, workload, cfg, max_time=max_time)
         totals["messages"] += len(result.sent)
         totals["datagrams"] += result.network.stats.multicasts
@@ -352,6 +357,10 @@ def run_cluster_simulation(
             for violation in found[:3]:
                 failures.append(f"seed {point.seed} n={point.n} loss={point.loss:.2f}: "
                                 f"{prop}: {violation}")
+        if progress and (k % step == 0 or k == len(points) or not result.ok):
+            state = "ok" if result.ok else "VIOLATION"
+            progress(f"{k}/{len(points)} seeds (seed {point.seed}, n={point.n}, "
+                     f"loss {point.loss:.0%}): {state}; {len(failures)} violations so far")
     return {
         "title": f"cluster simulation: {len(points)} seeds, n {n_range[0]}..{n_range[1]}, "
                  f"loss 0..{max_loss:.0%}, dup {duplicate:.0%}, reorder {reorder:.0%}, "

@@ -120,3 +120,36 @@ def test_bench_engine_command_runs_small(capsys: pytest.CaptureFixture[str]) -> 
     report = json.loads(capsys.readouterr().out)
     assert len(report["tables"][0]["rows"]) == 2
     assert "gltoto: insertions/s at n=8 (target >= 50,000)" in report["figures"]
+
+
+def test_simulate_faults_preset_sweeps_seeds_and_checks_every_property(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["simulate", "--preset", "faults", "--seeds", "12", "--seed", "700",
+                 "--messages", "6", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["figures"]["seeds"] == 12 and report["figures"]["seeds failed"] == 0
+    assert report["figures"]["copies lost"] > 0
+
+
+def test_simulate_faults_preset_exits_1_when_a_seed_violates_a_property(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import protocols.simulation.cluster as cluster
+
+    real = cluster.run_point
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        result.violations["total_order"] = ["planted: nodes 0 and 1 differ at position 3"]
+        return result
+
+    monkeypatch.setattr(cluster, "run_point", broken)
+    code = main(["simulate", "--preset", "faults", "--seeds", "2", "--messages", "3", "--json"])
+    assert code == 1
+    assert "planted" in capsys.readouterr().out
+
+
+def test_simulate_faults_preset_rejects_a_bad_size_range() -> None:
+    assert main(["simulate", "--preset", "faults", "--n-min", "5", "--n-max", "4"]) == 2
