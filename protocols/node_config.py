@@ -48,7 +48,7 @@ class NodeConfig:
     """Vertices held (received, not yet causally released) across all senders."""
 
     # --- timers (seconds) ---
-    ack_delay: float = 0.005
+    ack_delay: float = 0.0002
     """Wait before an ack-only vertex acknowledges data when nothing else goes out."""
     heartbeat_interval: float = 0.5
     """A node silent this long sends a heartbeat carrying its latest sequence number."""
