@@ -9,14 +9,16 @@ path does its work per batch, not per message.
 Service levels (Transis / Spread vocabulary):
 
 - ``causal``: delivered when the reliable causal layer releases the vertex (everything it
-  acknowledges was released first); ``position`` is ``None``.
+  acknowledges was released first) and every ``agreed``/``safe`` vertex in its causal past
+  was delivered (``protocols.reliable.holdback``); ``position`` is ``None``.
 - ``agreed``: delivered in the total order decided by the ToTo engine (sections 3-5).
 - ``safe``: agreed, and additionally stable (acknowledged by every member) before
   delivery; a safe vertex holds back everything that follows it in the total order.
 
-Guarantee across levels: causal order holds between two messages whenever the later
-one is ``agreed``/``safe`` or both are ``causal``; a ``causal`` message may overtake an
-``agreed`` one that causally precedes it (the weaker service wins, as in Spread).
+Guarantee across levels: causal order holds between any two messages, whatever their
+service levels: a message is never delivered before one in its causal past. A ``causal``
+message waits for the ordered messages in its past, but not for ordered messages that
+are concurrent with it, which it may overtake.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ driven by its caller, aioquic-style:
 Receive path: authenticate and decode (a defect is a counted ``DatagramDropped``), learn
 the sender's latest seq (every datagram is a heartbeat), schedule repairs for nacked
 vertices we hold, offer vertices to the causal releaser; each released vertex updates
-the ack matrix, enters the retransmission store until stable, is delivered at once for
-``causal`` service, and is inserted into the total-order engine. Engine deliveries queue
+the ack matrix, enters the retransmission store until stable, is delivered for
+``causal`` service once no ordered vertex of its causal past is undelivered
+(``CausalHoldback``), and is inserted into the total-order engine. Engine deliveries queue
 in total order; ``safe`` vertices wait there until stable, holding back what follows.
 Send path: our own vertex carries the acks that changed since our previous vertex, is
 released locally at once and enters the same pipeline.
@@ -42,6 +43,7 @@ from protocols.ordering.messages import CausalMessage, MessageDelivered
 from protocols.reliable.batching import Batcher, Reassembler
 from protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
 from protocols.reliable.flow import SendWindow
+from protocols.reliable.holdback import CausalHoldback
 from protocols.reliable.repair import NackTimers, RepairTimers
 from protocols.reliable.stability import AckMatrix
 from protocols.wire.auth import Authenticator
@@ -124,6 +126,7 @@ class Node:
         self._store: dict[int, dict[int, Vertex]] = {m: {} for m in members}
         self._gc_floor: dict[int, int] = dict.fromkeys(members, 0)
         self._ordered: deque[tuple[Vertex, MessageDelivered]] = deque()
+        self._holdback = CausalHoldback(members)
         self._position = 0
         self._seq = 0
         self._unacked_data = 0
@@ -142,7 +145,9 @@ class Node:
     @property
     def stats(self) -> NodeStats:
         s = self._stats
-        s.pending_dag_size = self._releaser.held_count + len(self._ordered)
+        s.pending_dag_size = (
+            self._releaser.held_count + len(self._ordered) + self._holdback.held_count
+        )
         s.window_occupancy = self._unstable()
         s.pending_bytes = self._batcher.pending_bytes
         s.retransmit_buffer = sum(len(v) for v in self._store.values())
@@ -367,7 +372,9 @@ class Node:
             if self._ack_deadline is None:
                 self._ack_deadline = self._now + self.config.ack_delay
         ordered = v.items and v.service is not ServiceLevel.CAUSAL
-        if v.items and not ordered:
+        if ordered:
+            self._holdback.ordered_released(v.origin, v.seq)
+        elif v.items and self._holdback.offer(v, self._acks.vectors[v.origin]):
             self._deliver(v, self._causal_reasm, None)
         for delivered in self._engine.insert(
             CausalMessage(v.origin, v.seq, v.acks, v if ordered else None)
@@ -383,12 +390,16 @@ class Node:
             self._gc_floor[node] = stable
         ordered = self._ordered
         stable_of = self._acks.stable
+        holdback = self._holdback
         while ordered:
             v, delivered = ordered[0]
             if v.service is ServiceLevel.SAFE and stable_of(v.origin) < v.seq:
                 break
             ordered.popleft()
             self._deliver(v, self._ordered_reasm, delivered)
+            holdback.ordered_delivered(v.origin, v.seq)
+            for held in holdback.ready():  # before the next ordered one: it may follow them
+                self._deliver(held, self._causal_reasm, None)
 
     def _deliver(self, v: Vertex, reasm: Reassembler, d: MessageDelivered | None) -> None:
         payloads: list[bytes] = []

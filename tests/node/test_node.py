@@ -17,9 +17,10 @@ from protocols.events import (
 )
 from protocols.node import Node
 from protocols.node_config import NodeConfig
+from protocols.reliable.holdback import CausalHoldback
 from protocols.simulation.cluster import Cluster
 from protocols.wire.auth import Authenticator
-from protocols.wire.codec import Datagram, Kind, decode, encode
+from protocols.wire.codec import Datagram, Kind, Vertex, decode, encode
 
 KEY = b"simulation-group-key"
 
@@ -200,3 +201,20 @@ def test_every_datagram_fits_the_budget_and_batches_share_a_vertex() -> None:
     assert 200 / len(out) >= 15  # ~20 messages of 64 bytes per 1472-byte datagram
     events = [e for e in nd.events() if isinstance(e, BatchDelivered)]
     assert not events  # agreed: nothing is delivered before the others vote
+
+
+def test_a_causal_message_waits_for_the_agreed_message_in_its_causal_past() -> None:
+    """Node 0 sends agreed A, then causal C (C follows A). At node 1, A cannot be ordered
+    before the other members vote, while C is causally released at once: C must wait."""
+    hb = CausalHoldback([0, 1, 2])
+    hb.ordered_released(0, 1)
+    c = Vertex(0, 2, (), ServiceLevel.CAUSAL, 0.0, (b"c",))
+    assert hb.offer(c, {0: 2, 1: 0, 2: 0}) is False
+    unrelated = Vertex(1, 1, (), ServiceLevel.CAUSAL, 0.0, (b"u",))
+    assert hb.offer(unrelated, {0: 0, 1: 1, 2: 0}) is True  # concurrent with A: may go
+    follower = Vertex(2, 1, ((0, 2),), ServiceLevel.CAUSAL, 0.0, (b"f",))
+    assert hb.offer(follower, {0: 2, 1: 0, 2: 1}) is False  # follows C, hence A
+    assert hb.ready() == []
+    hb.ordered_delivered(0, 1)
+    assert [v.items for v in hb.ready()] == [(b"c",), (b"f",)]
+    assert hb.held_count == 0
