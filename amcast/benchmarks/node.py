@@ -19,6 +19,7 @@ Figures (issue 3, item 10):
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -39,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=400,
                         help="messages per sender in the saturation and throughput runs")
     parser.add_argument("--quick", action="store_true", help="smaller runs (CI smoke test)")
+
+
+def _progress(line: str) -> None:
+    print(f"[bench node] {line}", file=sys.stderr, flush=True)
 
 
 def _sent(result: RunResult) -> dict[str, int]:
@@ -92,6 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      min_size=100, max_size=100, large_fraction=0.0)
     for label, workload in (("saturation, all send", sat), ("light load, all send", light)):
         for n in (4, 8):
+            _progress(f"control overhead: {label}, n={n}")
             result, _ = _run(n, workload, seed=seed)
             ratio, sent = _control_ratio(result)
             rows_control.append([label, n, sent["data"], sent["ack_only"], sent["nack"],
@@ -102,6 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     header_rows = []
     for n in (8, 64):
         for senders in (1, n):
+            _progress(f"header bytes: n={n}, {senders} sender(s)")
             per_sender = max(2, (8 if args.quick else 40) * 8 // (senders * 2))
             hb = _header_bytes(n, senders, seed, per_sender)
             header_rows.append([n, senders, hb])
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     repair_workload = Workload(messages_per_node=20 if args.quick else 100, interval=0.01,
                                services=CAUSAL_ONLY, min_size=100, max_size=100,
                                large_fraction=0.0)
+    _progress("repair latency: n=8, 5% loss")
     result, _ = _run(8, repair_workload, seed=seed, loss=0.05, track=True)
     repaired = sorted(result.repair_latencies)
     clean = sorted(result.clean_latencies)
@@ -128,6 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     tp = Workload(messages_per_node=per * 4, interval=0.0, services=AGREED_ONLY,
                   min_size=100, max_size=100, large_fraction=0.0)
+    _progress("throughput: n=4, full stack")
     result, elapsed = _run(4, tp, seed=seed)
     messages = len(result.sent)
     figures["throughput msgs/s (n=4, full stack, one process)"] = messages / elapsed

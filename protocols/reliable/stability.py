@@ -8,7 +8,7 @@ of a vertex applied to its sender's previous full vector give its full ack vecto
 (for ``x == m``: m's latest vertex). Vertex ``(x, k)`` is stable once
 ``min_m vectors[m][x] >= k``: every member holds it, so nobody will ever nack it. Stable
 vertices leave the retransmission buffers, open the sender's window and let ``safe``
-deliveries through. Only origins whose column changed are recomputed.
+deliveries through. A column is recomputed only when its minimum can have moved.
 """
 
 from __future__ import annotations
@@ -23,32 +23,47 @@ class AckMatrix:
         self.members = tuple(members)
         self.vectors: dict[int, dict[int, int]] = {m: dict.fromkeys(members, 0) for m in members}
         self._stable: dict[int, int] = dict.fromkeys(members, 0)
+        # members whose entry for a column equals the column's stable seq (its minimum)
+        self._at_min: dict[int, int] = dict.fromkeys(members, len(self.members))
         self._dirty: set[int] = set()
 
     def apply(self, v: Vertex) -> None:
         vec = self.vectors[v.origin]
-        dirty = self._dirty
         for node, seq in v.acks:
             if seq > vec[node]:
-                vec[node] = seq
-                dirty.add(node)
-        vec[v.origin] = v.seq
-        dirty.add(v.origin)
+                self._raise(vec, node, seq)
+        if v.seq > vec[v.origin]:
+            self._raise(vec, v.origin, v.seq)
+
+    def _raise(self, vec: dict[int, int], node: int, seq: int) -> None:
+        """Raise one entry; the column's minimum can only move once no entry sits on it."""
+        old = vec[node]
+        vec[node] = seq
+        if old == self._stable[node]:
+            left = self._at_min[node] - 1
+            self._at_min[node] = left
+            if left == 0:
+                self._dirty.add(node)
 
     def stable(self, node: int) -> int:
         return self._stable[node]
 
     def refresh(self) -> Iterable[tuple[int, int]]:
-        """Recompute changed columns; yield ``(node, stable seq)`` for those that advanced."""
+        """Recompute the columns whose minimum moved; yield ``(node, stable seq)`` for them.
+
+        A column is recomputed (O(members)) only when every entry that sat on its minimum
+        has risen, so the cost is O(members) per advance of the stable seq, not per ack.
+        """
         if not self._dirty:
             return ()
         advanced = []
         vectors, members = self.vectors, self.members
         for node in self._dirty:
-            low = min(vectors[m][node] for m in members)
-            if low > self._stable[node]:
-                self._stable[node] = low
-                advanced.append((node, low))
+            column = [vectors[m][node] for m in members]
+            low = min(column)
+            self._at_min[node] = column.count(low)
+            self._stable[node] = low
+            advanced.append((node, low))
         self._dirty.clear()
         return advanced
 

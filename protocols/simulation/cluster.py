@@ -96,6 +96,9 @@ class Cluster:
                     now=0.0)
             for i in self.members
         }
+        self._timers = {i: node.next_timer() for i, node in self.nodes.items()}
+        """Each node's ``next_timer()``, refreshed in ``_after`` (the only place a node's
+        timers can change: every input to a node is followed by ``_after``)."""
         self.network = SimNetwork(network or NetworkConfig(), self.members,
                                   random.Random(seed * 7919 + 1))
         self._heap: list[tuple[float, int, int, bytes]] = []
@@ -138,6 +141,7 @@ class Cluster:
                     self.blocked[i] = False
                 elif isinstance(ev, DatagramDropped):
                     self.drops[ev.reason] = self.drops.get(ev.reason, 0) + 1
+        self._timers[i] = node.next_timer()  # after the flush, which moves timers too
 
     def _note_losses(self, src: int, data: bytes, lost: list[int]) -> None:
         from protocols.wire.codec import Kind, decode
@@ -210,8 +214,7 @@ class Cluster:
             for i, at in next_submit.items():
                 if remaining[i] and not self.blocked[i] and at < t:
                     t, action = at, ("submit", i)
-            for i, node in nodes.items():
-                nt = node.next_timer()
+            for i, nt in self._timers.items():
                 if nt is not None and nt < t:
                     t, action = nt, ("timer", i)
             if action is None or t > max_time:
@@ -259,8 +262,7 @@ class Cluster:
             t, target = math.inf, -1
             if self._heap:
                 t = self._heap[0][0]
-            for i, node in nodes.items():
-                nt = node.next_timer()
+            for i, nt in self._timers.items():
                 if nt is not None and nt < t:
                     t, target = nt, i
             if t > until:
