@@ -141,29 +141,31 @@ class TotalOrderEngine:
         if vertex.stamp == stamp:
             return vertex.mask
         stack = [vertex]
+        push, pop = stack.append, stack.pop
         while stack:
             top = stack[-1]
             if top.stamp == stamp:
-                stack.pop()
+                pop()
                 continue
             if top.pending == 0:
                 top.mask = 1 << top.index
                 top.stamp = stamp
-                stack.pop()
+                pop()
                 continue
+            mask = 0
             ready = True
             for pred in top.preds:
-                if not pred.delivered and pred.stamp != stamp:
-                    stack.append(pred)
+                if pred.delivered:
+                    continue
+                if pred.stamp != stamp:
+                    push(pred)
                     ready = False
+                else:
+                    mask |= pred.mask
             if ready:
-                mask = 0
-                for pred in top.preds:
-                    if not pred.delivered:
-                        mask |= pred.mask
                 top.mask = mask
                 top.stamp = stamp
-                stack.pop()
+                pop()
         return vertex.mask
 
     def _cast_vote(self, first: _Vertex) -> None:
