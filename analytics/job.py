@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,13 @@ class Progress:
         if not self.quiet:
             print(f"[analyze {time.monotonic() - self.start:6.1f}s] {message}",
                   file=sys.stderr, flush=True)
+
+
+def _pandas(df: DataFrame) -> Any:
+    """A small table as pandas (pyspark's own pandas deprecation warnings silenced)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return df.toPandas()
 
 
 def _write(df: DataFrame, out: Path, name: str) -> DataFrame:
@@ -97,7 +105,7 @@ def run(
         tables[name] = _write(make(), out, name)
 
     audit_counts = {k: tables[k].count() for k in ("violations", "duplicates", "missing")}
-    audit_rows = {k: tables[k].limit(SHOWN).toPandas() for k in audit_counts}
+    audit_rows = {k: _pandas(tables[k].limit(SHOWN)) for k in audit_counts}
     nodes = sorted(r["node"] for r in logs.deliveries.select("node").distinct().collect())
     ok = not any(audit_counts.values())
     verdict = _verdict(audit_counts, audit_rows, len(nodes))
@@ -105,11 +113,11 @@ def run(
     say("charts and index.html ...")
     pngs = {
         "Throughput over time": charts.throughput(
-            tables["throughput"].toPandas(), out / "throughput.png").name,
+            _pandas(tables["throughput"]), out / "throughput.png").name,
         "Latency distribution": charts.latency(
-            tables["latency_histogram"].toPandas(), out / "latency.png").name,
+            _pandas(tables["latency_histogram"]), out / "latency.png").name,
         "Ntail(G) at delivery per variant": charts.ntail(
-            tables["ntail_histogram"].toPandas(), out / "ntail.png").name,
+            _pandas(tables["ntail_histogram"]), out / "ntail.png").name,
     }
     summary = _summary_table(tables["summary"])
     elapsed = time.monotonic() - started
