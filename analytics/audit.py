@@ -74,9 +74,21 @@ def order_violations(deliveries: DataFrame) -> DataFrame:
     )
 
 
-def duplicates(deliveries: DataFrame) -> DataFrame:
+def vertices_per_node(deliveries: DataFrame) -> DataFrame:
+    """(sender, seq, node): records of the vertex at the node, its counts and view.
+
+    One shuffle of the records, shared by ``duplicates`` and ``missing``; persist it."""
+    return deliveries.groupBy("sender", "seq", "node").agg(
+        F.count(F.lit(1)).alias("times"),
+        F.min("count").alias("lo"),
+        F.max("count").alias("hi"),
+        F.min("view").alias("view"),
+    )
+
+
+def duplicates(deliveries: DataFrame, per_node: DataFrame) -> DataFrame:
     keys = ["node", "sender", "seq"]
-    twice = deliveries.groupBy(*keys).count().where(F.col("count") > 1).select(*keys)
+    twice = per_node.where(F.col("times") > 1).select(*keys)
     msgs = explode_messages(deliveries.join(twice, keys), "service")
     return (
         msgs.groupBy("node", "sender", "seq", "i")
@@ -91,7 +103,9 @@ def duplicates(deliveries: DataFrame) -> DataFrame:
 
 
 def expected_members(deliveries: DataFrame, views: DataFrame) -> DataFrame:
-    """(view, members): the nodes that must deliver what is delivered in each view."""
+    """(view, members, mask): the nodes that must deliver what is delivered in each view.
+
+    ``mask`` has bit ``node`` set for every member (meaningful for node ids below 63)."""
     listed = views.select("view", F.explode("members").alias("member")).distinct()
     fallback = (
         deliveries.select("view", F.col("node").alias("member")).distinct()
@@ -100,22 +114,37 @@ def expected_members(deliveries: DataFrame, views: DataFrame) -> DataFrame:
     return (
         listed.unionByName(fallback)
         .groupBy("view")
-        .agg(F.array_sort(F.collect_set("member")).alias("members"))
+        .agg(F.array_sort(F.collect_set("member")).alias("members"),
+             _mask("member").alias("mask"))
     )
 
 
-def missing(deliveries: DataFrame, views: DataFrame) -> DataFrame:
+def _mask(col: str) -> Column:
+    return F.expr(f"bit_or(shiftleft(1L, least({col}, 63)))")
+
+
+def missing(
+    deliveries: DataFrame, views: DataFrame, per_node: DataFrame, *, small_ids: bool = True
+) -> DataFrame:
+    """Every (message, member of its view that did not deliver it); see the module doc.
+
+    A vertex is complete when the nodes that delivered it cover the view's members and
+    every node delivered it with the same ``count``. With ``small_ids`` (every node id
+    below 63) the nodes are a bit mask (a cheap aggregate), otherwise a set."""
     members = expected_members(deliveries, views)
     vkeys = ["sender", "seq"]
-    vertices = deliveries.groupBy(*vkeys).agg(
-        F.min("view").alias("view"),
-        F.collect_set("node").alias("nodes"),
-        F.min("count").alias("lo"),
-        F.max("count").alias("hi"),
+    nodes = _mask("node") if small_ids else F.collect_set("node")
+    vertices = per_node.groupBy(*vkeys).agg(
+        F.min("view").alias("view"), nodes.alias("nodes"),
+        F.min("lo").alias("lo"), F.max("hi").alias("hi"),
+    )
+    covered = (
+        F.col("nodes").bitwiseAND(F.col("mask")) == F.col("mask") if small_ids
+        else F.size(F.array_except("members", "nodes")) == 0
     )
     suspect = (
         vertices.join(members, "view")
-        .where((F.size(F.array_except("members", "nodes")) > 0) | (F.col("lo") != F.col("hi")))
+        .where(~covered | (F.col("lo") != F.col("hi")))
         .select(*vkeys, "view", "members")
     )
     msgs = explode_messages(

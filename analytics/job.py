@@ -29,7 +29,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from analytics import audit, charts, figures, html
 from analytics.load import read_logs
@@ -80,7 +82,11 @@ def run(
     say(f"read {records:,} delivery, {counts.get('view', 0):,} view and "
         f"{counts.get('metrics', 0):,} metrics records")
 
+    nodes = sorted(r["node"] for r in logs.deliveries.select("node").distinct().collect())
+    members = logs.views.select(F.max(F.array_max("members"))).first()[0]
+    small_ids = max([*nodes, members or 0, 0]) < 63
     d = figures.with_window(logs.deliveries, window_s)
+    per_node = audit.vertices_per_node(logs.deliveries).persist(StorageLevel.MEMORY_AND_DISK)
     tables: dict[str, DataFrame] = {}
     stages: list[tuple[str, str, Callable[[], DataFrame]]] = [
         ("throughput", "throughput per window", lambda: figures.throughput(d, window_s)),
@@ -96,9 +102,10 @@ def run(
          lambda: figures.summary(logs.deliveries, logs.metrics, logs.views)),
         ("violations", "audit: total order across node pairs",
          lambda: audit.order_violations(logs.deliveries)),
-        ("duplicates", "audit: duplicate deliveries", lambda: audit.duplicates(logs.deliveries)),
+        ("duplicates", "audit: duplicate deliveries",
+         lambda: audit.duplicates(logs.deliveries, per_node)),
         ("missing", "audit: messages missing at members",
-         lambda: audit.missing(logs.deliveries, logs.views)),
+         lambda: audit.missing(logs.deliveries, logs.views, per_node, small_ids=small_ids)),
     ]
     for name, what, make in stages:
         say(f"{what} -> {name}/")
@@ -106,7 +113,6 @@ def run(
 
     audit_counts = {k: tables[k].count() for k in ("violations", "duplicates", "missing")}
     audit_rows = {k: _pandas(tables[k].limit(SHOWN)) for k in audit_counts}
-    nodes = sorted(r["node"] for r in logs.deliveries.select("node").distinct().collect())
     ok = not any(audit_counts.values())
     verdict = _verdict(audit_counts, audit_rows, len(nodes))
 
@@ -139,6 +145,7 @@ def run(
         tables=[name for name, _, _ in stages],
     ), encoding="utf-8")
     logs.base.unpersist()
+    per_node.unpersist()
     say(f"done: {out / 'index.html'}")
     return {
         "title": title,
