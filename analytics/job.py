@@ -3,7 +3,7 @@
 Theory of operation: ``run`` takes a SparkSession and goes through the stages, printing
 each one with its elapsed time on stderr: read and persist the records (``load``), the
 per-window figures (``figures``), the order audit (``audit``), then the charts and
-``index.html`` (``charts``, ``html``). Every table is written as Parquet under REPORTDIR
+``index.html`` (``charts``, ``htmlpage``). Every table is written as Parquet under REPORTDIR
 (``throughput/``, ``latency/``, ``latency_histogram/``, ``ntail/``, ``ntail_histogram/``,
 ``rules/``, ``overhead/``, ``views/``, ``summary/``, ``violations/``, ``duplicates/``,
 ``missing/``); only small results (per-window tables, audit counts and first rows) reach
@@ -26,14 +26,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the package importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script by spark-submit: import the package instead
+    _here = Path(__file__).resolve().parent
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here]
+    sys.path.insert(0, str(_here.parent))
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics import audit, charts, figures, html
+from analytics import audit, charts, figures, htmlpage
 from analytics.load import read_logs
 from analytics.options import add_arguments
 
@@ -139,7 +141,7 @@ def run(
         "report": str(out / "index.html"),
     }
     title = f"amcast analyze: {logdir}"
-    (out / "index.html").write_text(html.page(
+    (out / "index.html").write_text(htmlpage.page(
         title=title, verdict_ok=ok, verdict=verdict, summary=summary, figures=figs,
         charts=pngs, audit_tables=audit_rows, audit_counts=audit_counts,
         tables=[name for name, _, _ in stages],
