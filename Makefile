@@ -27,9 +27,10 @@ REPORT_DIR ?= var/demo-report
 
 demo: install
 	rm -rf $(DEMO_DIR)/node*/logs $(REPORT_DIR)
-	$(VENV)/bin/amcast demo --dir $(DEMO_DIR) --mixed
-	$(VENV)/bin/amcast analyze $(DEMO_DIR) --out $(REPORT_DIR) --window 1
-	@echo "analysis report: $(REPORT_DIR)/index.html"
+	@$(VENV)/bin/amcast demo --dir $(DEMO_DIR); demo=$$?; \
+	$(VENV)/bin/amcast analyze $(DEMO_DIR) --out $(REPORT_DIR) --window 0.05; audit=$$?; \
+	echo "analysis report: $(REPORT_DIR)/index.html"; \
+	exit $$(( demo || audit ))
 
 bench: install
 	$(VENV)/bin/amcast bench engine

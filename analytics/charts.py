@@ -66,6 +66,7 @@ def ntail(hist: pd.DataFrame, path: Path) -> Path:
         g = hist[hist["variant"] == variant]
         total = g["vertices"].sum()
         ax.bar(g["ntail"], g["vertices"] / total if total else g["vertices"])
+        ax.set_xticks(sorted(int(x) for x in g["ntail"]))
         avg = (g["ntail"] * g["vertices"]).sum() / total if total else 0.0
         ax.set_title(f"{variant}: avg Ntail(G) = {avg:.2f}", fontsize=10)
         ax.set_xlabel("Ntail(G) at delivery")
