@@ -154,10 +154,15 @@ def run(
         "tables": [summary],
         "figures": figs,
         "notes": verdict,
-        "audit": {k: {"count": audit_counts[k],
-                      "first": audit_rows[k].astype(object).to_dict("records")}
+        "audit": {k: {"count": audit_counts[k], "first": _records(audit_rows[k])}
                   for k in audit_counts},
     }
+
+
+def _records(df: Any) -> list[dict[str, Any]]:
+    """Rows as plain Python values (numpy scalars and arrays become ints and lists)."""
+    return [{k: v.tolist() if hasattr(v, "tolist") else v for k, v in row.items()}
+            for row in df.to_dict("records")]
 
 
 def _verdict(counts: dict[str, int], rows: dict[str, Any], n_nodes: int) -> list[str]:

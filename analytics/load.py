@@ -30,14 +30,22 @@ class Logs:
     metrics: DataFrame
 
 
+def check_logdir(logdir: str) -> str:
+    """The absolute log directory; ``ConfigurationError`` if it holds no log files.
+
+    URIs (``hdfs://``, ``s3a://`` ...) are left to Spark."""
+    if "://" in logdir:
+        return logdir
+    path = Path(logdir)
+    if not path.is_dir():
+        raise ConfigurationError(f"log directory {logdir!r} does not exist")
+    if not any(p.is_file() for p in path.rglob("*.jsonl*")):
+        raise ConfigurationError(f"no *.jsonl* log files below {logdir!r}")
+    return str(path.resolve())
+
+
 def read_logs(spark: SparkSession, logdir: str) -> Logs:
-    if "://" not in logdir:
-        path = Path(logdir)
-        if not path.is_dir():
-            raise ConfigurationError(f"log directory {logdir!r} does not exist")
-        if not any(p.is_file() for p in path.rglob("*.jsonl*")):
-            raise ConfigurationError(f"no *.jsonl* log files below {logdir!r}")
-        logdir = str(path.resolve())
+    logdir = check_logdir(logdir)
     raw = (
         spark.read.schema(LOG_SCHEMA)
         .option("recursiveFileLookup", "true")

@@ -48,12 +48,14 @@ def run(args: argparse.Namespace) -> int:
         from amcast.report import print_report
         from analytics.job import Progress
         from analytics.job import run as run_job
+        from analytics.load import check_logdir
         from analytics.session import get_session
     except ImportError as exc:
         raise ConfigurationError(
             f"the analysis job needs the analytics extra ({exc.name} is missing): "
             "pip install 'amcast[analytics]'"
         ) from exc
+    check_logdir(args.logdir)
     local = args.master.startswith("local")
     progress = Progress(quiet=args.quiet or args.json)
     progress(f"starting Spark ({args.master}) ...")

@@ -62,6 +62,11 @@ def test_cli_reports_the_failed_audit(faulty: Analysed) -> None:
     assert r["figures"]["order violations (node pairs)"] == 3
     assert r["audit"]["violations"]["count"] == 3
     assert any("disagree on the total order from position" in n for n in r["notes"])
+    node, first, again = faulty.planted["dup_ordered"]
+    dup = r["audit"]["duplicates"]["first"]
+    assert {"node": node, "message": f"{int(first['sender'])}:{int(first['seq'])}:0",
+            "times": 2, "positions": [int(first["position"]), int(again["position"])]
+            }.items() <= next(d for d in dup if d["node"] == node).items()
     html = (faulty.out / "index.html").read_text()
     assert "Order audit FAILED" in html
     for png in ("throughput.png", "latency.png", "ntail.png"):

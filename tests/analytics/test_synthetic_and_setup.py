@@ -77,3 +77,12 @@ def test_missing_java_is_a_configuration_error_saying_what_to_install(
         javacheck.require_java()
     assert main(["analyze", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert "Java 17+ is needed" in capsys.readouterr().err
+
+
+def test_a_log_directory_without_logs_is_a_configuration_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["analyze", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
+    assert "no *.jsonl* log files" in capsys.readouterr().err
