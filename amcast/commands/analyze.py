@@ -16,7 +16,8 @@ from protocols.errors import ConfigurationError
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "analyze", help="Spark job: figures and order audit of the daemons' delivery logs",
-        description=__doc__.splitlines()[0],
+        description="figures and order audit of the daemons' delivery logs (Spark job): "
+                    "Parquet tables, charts and index.html under --out",
     )
     try:
         from analytics.options import add_arguments
