@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml analytics/javacheck.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "amcast needs Python >= 3.11")'
+	@$(PYTHON) -m analytics.javacheck || echo "*** amcastd runs without Java; amcast analyze and tests/analytics need it"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,analytics]'
@@ -21,8 +22,15 @@ lint: install
 test: install lint
 	$(VENV)/bin/pytest -q
 
+DEMO_DIR ?= var/demo
+REPORT_DIR ?= var/demo-report
+
 demo: install
-	$(VENV)/bin/amcast simulate --preset section7
+	rm -rf $(DEMO_DIR)/node*/logs $(REPORT_DIR)
+	@$(VENV)/bin/amcast demo --dir $(DEMO_DIR); demo=$$?; \
+	$(VENV)/bin/amcast analyze $(DEMO_DIR) --out $(REPORT_DIR) --window 0.05; audit=$$?; \
+	echo "analysis report: $(REPORT_DIR)/index.html"; \
+	exit $$(( demo || audit ))
 
 bench: install
 	$(VENV)/bin/amcast bench engine

@@ -1,0 +1,68 @@
+"""The explicit Spark schema of the log records of ``docs/log-schema.md`` (schema 1).
+
+Theory of operation: one struct covers the ``delivery``, ``view`` and ``metrics``
+records (the union of their fields); the JSON reader is given it instead of inferring
+one, which costs a full extra pass over the files. Fields a record type does not have
+come out null, fields the schema does not list (``engine``, ``clients``, anything added
+later) are ignored, and a line that does not parse becomes all-null and is dropped
+because its ``type`` is null. The metrics ``position`` field shares the name and type of
+the delivery one and is not used.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+_FIELDS: list[tuple[str, object]] = [
+    ("schema", IntegerType()),
+    ("type", StringType()),
+    ("node", IntegerType()),
+    ("view", LongType()),
+    ("variant", StringType()),
+    ("phi", DoubleType()),
+    ("sender", IntegerType()),
+    ("seq", LongType()),
+    ("position", LongType()),
+    ("count", IntegerType()),
+    ("bytes", LongType()),
+    ("service", StringType()),
+    ("activation", LongType()),
+    ("rule", StringType()),
+    ("ntail", IntegerType()),
+    ("unseen", IntegerType()),
+    ("nvt", IntegerType()),
+    ("send_ts", DoubleType()),
+    ("ts", DoubleType()),
+    ("envelopes", IntegerType()),
+    ("members", ArrayType(IntegerType())),
+    ("messages_sent", LongType()),
+    ("messages_delivered", LongType()),
+    ("datagrams_sent", LongType()),
+    ("datagrams_received", LongType()),
+    ("retransmissions", LongType()),
+    ("nacks_sent", LongType()),
+    ("drops", MapType(StringType(), LongType())),
+    ("pending", LongType()),
+    ("backpressure_events", LongType()),
+]
+
+LOG_SCHEMA = StructType([StructField(name, t, True) for name, t in _FIELDS])  # type: ignore[arg-type]
+
+DELIVERY_COLUMNS = [
+    "node", "view", "variant", "phi", "sender", "seq", "position", "count", "bytes",
+    "service", "rule", "ntail", "send_ts", "ts",
+]
+VIEW_COLUMNS = ["node", "view", "ts", "members"]
+METRICS_COLUMNS = [
+    "node", "ts", "view", "variant", "messages_sent", "messages_delivered", "datagrams_sent",
+    "retransmissions", "nacks_sent", "drops",
+]
