@@ -60,6 +60,8 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "messages_delivered": ("amcast_envelopes_delivered_total", "envelopes the engine delivered"),
     "bytes_sent": ("amcast_engine_bytes_sent_total", "datagram bytes the engine produced"),
     "bytes_received": ("amcast_engine_bytes_received_total", "datagram bytes the engine read"),
+    "data_bytes_sent": ("amcast_engine_data_bytes_sent_total",
+                        "bytes of data datagrams the engine produced"),
     "backpressure_events": ("amcast_engine_backpressure_events_total",
                             "submits the engine refused"),
 }

@@ -1,0 +1,56 @@
+"""``deploy/systemd`` units pass ``systemd-analyze verify`` (with ExecStart pointed at
+this checkout's amcastd, since verify checks that the binary exists), and the check is
+able to fail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.conftest import REPO, require_tool
+
+UNITS = REPO / "deploy" / "systemd"
+AMCASTD = Path(sys.executable).with_name("amcastd")
+
+
+def _verify(tmp_path: Path, name: str, text: str) -> subprocess.CompletedProcess[str]:
+    tool = require_tool("systemd-analyze", "part of systemd")
+    unit = tmp_path / name
+    unit.write_text(text.replace("/usr/local/bin/amcastd", str(AMCASTD)))
+    return subprocess.run([tool, "verify", str(unit)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(("source", "name"), [("amcastd.service", "amcastd.service"),
+                                              ("amcastd@.service", "amcastd@node1.service")])
+def test_units_verify_cleanly(tmp_path: Path, source: str, name: str) -> None:
+    result = _verify(tmp_path, name, (UNITS / source).read_text())
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "" and result.stdout.strip() == "", result.stderr
+
+
+def test_a_broken_unit_is_reported(tmp_path: Path) -> None:
+    text = (UNITS / "amcastd.service").read_text().replace("Type=notify", "Type=notifyy")
+    result = _verify(tmp_path, "amcastd.service", text)
+    assert "Failed to parse service type" in result.stderr
+
+
+def test_units_are_notify_hardened_and_use_only_the_address_families_amcastd_opens() -> None:
+    sources = " ".join((REPO / "daemon" / f).read_text() for f in ("transport.py", "notify.py"))
+    used = {fam for fam in ("AF_INET6", "AF_INET", "AF_UNIX") if f"socket.{fam}," in sources}
+    for source in ("amcastd.service", "amcastd@.service"):
+        settings = dict(
+            line.split("=", 1) for line in (UNITS / source).read_text().splitlines()
+            if "=" in line and not line.startswith("#")
+        )
+        assert settings["Type"] == "notify" and int(settings["WatchdogSec"]) > 0
+        assert set(settings["RestrictAddressFamilies"].split()) == used
+        assert settings["CapabilityBoundingSet"] == ""
+        for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp"):
+            assert settings[key] == "yes"
+        assert settings["ProtectSystem"] == "strict"
+        assert settings["RuntimeDirectoryMode"] == "0750"
+        assert settings["Environment"]  # socket path / group come from the unit's dirs
