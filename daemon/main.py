@@ -7,6 +7,7 @@ log line saying what is wrong and what to do), 1 for anything unexpected.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -39,7 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(config.logs.level, config.logs.format)
         if args.check:
             config.node_config()
-            print(config.model_dump_json(indent=2))
+            shown = config.model_dump(mode="json")
+            if "group_key" in shown["protocol"]:
+                shown["protocol"]["group_key"] = "<set, not shown>"
+            print(json.dumps(shown, indent=2))
             return 0
         import uvloop
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from amcast.client import BlockingClient
 from amcast.commands._common import add_socket_argument
 from amcast.report import print_report
+from protocols.errors import AmcastError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,7 +20,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--interval", type=float, default=1.0,
                    help="seconds between the two samples the rates come from (0: no rates)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--health", action="store_true",
+                   help="health check (container HEALTHCHECK, probes): one line, exit 0 when "
+                        "the daemon answers a status request, 1 otherwise")
     p.set_defaults(func=run)
+
+
+def health(socket_path: str, timeout: float = 5.0) -> int:
+    try:
+        with BlockingClient(socket_path, name="amcast-health", timeout=timeout) as client:
+            st = client.status()
+    except (OSError, AmcastError) as exc:
+        print(f"unhealthy: {socket_path}: {exc}", file=sys.stderr)
+        return 1
+    print(f"healthy: node {st['node']} view {st['view']} members {st['members']} "
+          f"position {st['position']}")
+    return 0
 
 
 def rates(a: dict, b: dict) -> dict[str, float]:
@@ -29,6 +46,8 @@ def rates(a: dict, b: dict) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.health:
+        return health(args.socket)
     with BlockingClient(args.socket, name="amcast-status") as client:
         first = client.status()
         if args.interval > 0:

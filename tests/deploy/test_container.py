@@ -1,0 +1,98 @@
+"""Dockerfile, lock files and docker-compose.yml.
+
+No Docker engine runs on the development and CI machines, so images are not built here:
+``docker-compose config`` (Debian's docker-compose parses and validates without an
+engine) checks the compose file, and the structure of both files is checked below.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+
+import yaml
+
+from tests.deploy.conftest import REPO, require_tool
+
+
+def _compose_config() -> dict:
+    tool = require_tool("docker-compose", "Debian package docker-compose")
+    quiet = subprocess.run([tool, "-f", "docker-compose.yml", "config", "-q"], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+    assert quiet.returncode == 0, quiet.stderr
+    full = subprocess.run([tool, "-f", "docker-compose.yml", "--profile", "analytics", "config"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+    return yaml.safe_load(full.stdout)
+
+
+def test_compose_file_validates_and_describes_the_cluster() -> None:
+    config = _compose_config()
+    services = config["services"]
+    nodes = {name: s for name, s in services.items() if name.startswith("amcastd-")}
+    assert len(nodes) >= 3
+    ids = sorted(int(s["environment"]["AMCAST_NODE__ID"]) for s in nodes.values())
+    assert ids == list(range(len(nodes)))
+    for s in nodes.values():
+        env = s["environment"]
+        assert env["AMCAST_NODE__MEMBERS"] == str(ids).replace(" ", "")
+        assert s["build"]["target"] == "amcastd"
+        address = s["networks"]["amcast"]["ipv4_address"]
+        assert env["AMCAST_NETWORK__INTERFACE"] == address  # multicast joins on the bridge
+        assert re.fullmatch(r"239\.\d+\.\d+\.\d+", env["AMCAST_NETWORK__GROUP"])
+    assert config["networks"]["amcast"]["driver"] == "bridge"
+    assert {"prometheus", "demo-sender", "demo-listener", "analytics"} <= set(services)
+    assert services["analytics"]["command"][:2] == ["amcast", "analyze"]
+    targets = yaml.safe_load((REPO / "deploy/prometheus/prometheus.yml").read_text())
+    scraped = targets["scrape_configs"][0]["static_configs"][0]["targets"]
+    assert sorted(t.split(":")[0] for t in scraped) == sorted(nodes)
+    binds = 0
+    for name, s in services.items():
+        for volume in s.get("volumes", []):
+            source = volume["source"] if isinstance(volume, dict) else volume.split(":")[0]
+            if source.startswith(("/", ".")):  # a bind mount (compose makes them absolute)
+                assert (REPO / source).exists(), (name, source)
+                binds += 1
+    assert binds >= 2  # prometheus.yml and alerts.yml
+
+
+def test_a_broken_compose_file_is_rejected(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    tool = require_tool("docker-compose", "Debian package docker-compose")
+    bad = tmp_path / "docker-compose.yml"
+    bad.write_text((REPO / "docker-compose.yml").read_text().replace("stop_signal: SIGTERM",
+                                                                   "stop_signall: SIGTERM"))
+    result = subprocess.run([tool, "-f", str(bad), "config", "-q"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "stop_signall" in result.stderr
+
+
+def test_dockerfile_is_multi_stage_non_root_with_a_socket_healthcheck() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM python:3\.11-slim AS (\w+)", text, re.M)
+    assert stages == ["build", "amcastd"]
+    assert "FROM amcastd AS analytics" in text
+    daemon_stage = text.split("FROM python:3.11-slim AS amcastd")[1].split("FROM amcastd")[0]
+    assert re.search(r"^USER amcast$", daemon_stage, re.M)
+    assert re.search(r"^EXPOSE 9464$", daemon_stage, re.M)
+    health = re.search(r"^HEALTHCHECK .*\n\s+CMD (.*)$", daemon_stage, re.M)
+    assert health and "--health" in health.group(1) and "status" in health.group(1)
+    assert "-r requirements.lock" in text and "--no-index" in text
+
+
+def test_the_locks_pin_every_runtime_dependency() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+    def pins(name: str) -> dict[str, str]:
+        lines = (REPO / name).read_text().splitlines()
+        pairs = (ln.split("==") for ln in lines if ln and not ln.startswith("#"))
+        return {re.sub(r"[-_.]+", "-", k).lower(): v for k, v in pairs}
+
+    def names(reqs: list[str]) -> set[str]:
+        return {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~\[; ]", r)[0]).lower() for r in reqs}
+
+    runtime = pins("requirements.lock")
+    assert names(project["dependencies"]) <= set(runtime)
+    analytics = pins("requirements-analytics.lock")
+    assert names(project["dependencies"] + project["optional-dependencies"]["analytics"]) <= set(
+        analytics)
+    assert all(re.fullmatch(r"[\w.+!-]+", v) for v in {**runtime, **analytics}.values())
