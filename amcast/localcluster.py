@@ -78,6 +78,11 @@ class LocalCluster:
     log_level: str = "warning"
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     nodes: list[NodeProcess] = field(default_factory=list)
+    interfaces: list[str] = field(default_factory=list)
+    """Per-node interface address (default: every node on 127.0.0.1 with TTL 0)."""
+    wrappers: list[list[str]] = field(default_factory=list)
+    """Per-node command prefix, e.g. ``["ip", "netns", "exec", "ns0"]`` (must exec the
+    daemon in place, so its pid is the one that reports READY=1)."""
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory).resolve()
@@ -105,8 +110,9 @@ class LocalCluster:
             mport = free_port(socket.SOCK_STREAM) if self.metrics else 0
             tables: dict[str, dict[str, Any]] = {
                 "node": {"id": i, "members": members, "seed": 1000 + i},
-                "network": {"group": self.group, "port": self.port, "interface": "127.0.0.1",
-                            "ttl": 0, "loopback": True},
+                "network": {"group": self.group, "port": self.port,
+                            "interface": self.interfaces[i] if self.interfaces else "127.0.0.1",
+                            "ttl": 1 if self.interfaces else 0, "loopback": True},
                 "api": {"socket": sock, "socket_mode": 0o600},
                 "metrics": {"enabled": self.metrics, "address": "127.0.0.1", "port": mport},
                 "logs": {"dir": str(ndir / "logs"), "level": self.log_level, "format": "json",
@@ -135,7 +141,8 @@ class LocalCluster:
             for n in self.nodes:
                 stderr = open(n.config.parent / "amcastd.log", "ab")  # noqa: SIM115
                 n.process = subprocess.Popen(
-                    [sys.executable, "-m", "daemon.main", "--config", str(n.config)],
+                    [*(self.wrappers[n.node] if self.wrappers else []),
+                     sys.executable, "-m", "daemon.main", "--config", str(n.config)],
                     env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
                     start_new_session=detach,
                 )

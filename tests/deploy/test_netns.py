@@ -1,0 +1,110 @@
+"""A real multi-host cluster: three network namespaces joined by a bridge.
+
+Each namespace gets a veth pair into a bridge in the root namespace, an address on
+10.231.R.0/24 and a multicast route; one amcastd runs in each (``ip netns exec``), with
+multicast crossing the bridge (IGMP snooping off, so no querier is needed). The daemons'
+unix sockets are files, reachable from the test in the root namespace; every node's
+client sends concurrently and all three must deliver the identical sequence. Traffic
+stays inside the namespaces; everything is removed afterwards, even on failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amcast.client import Client
+from amcast.demo import check_sequences
+from amcast.loadgen import LoadReport, Receiver
+from amcast.localcluster import LocalCluster
+
+NODES = 3
+PER_NODE = 300
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20,
+                          check=check)
+
+
+@pytest.fixture
+def namespaces() -> Iterator[tuple[list[str], list[str]]]:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2 (`ip`)")
+    tag = secrets.token_hex(3)
+    subnet = 1 + int(tag, 16) % 250
+    probe = f"amcp{tag}"
+    if _ip("netns", "add", probe, check=False).returncode != 0:
+        pytest.skip("this machine forbids creating network namespaces (`ip netns add` failed)")
+    _ip("netns", "del", probe)
+    bridge = f"amb{tag}"
+    names = [f"amc{tag}n{i}" for i in range(NODES)]
+    addresses = [f"10.231.{subnet}.{10 + i}" for i in range(NODES)]
+    try:
+        _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
+        _ip("link", "set", bridge, "up")
+        for i, (ns, addr) in enumerate(zip(names, addresses, strict=True)):
+            outer, inner = f"amo{tag}{i}", f"ami{tag}{i}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            _ip("link", "set", inner, "netns", ns)
+            _ip("link", "set", outer, "master", bridge)
+            _ip("link", "set", outer, "up")
+            for args in (("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up"),
+                         ("link", "set", inner, "up", "multicast", "on"),
+                         ("route", "add", "224.0.0.0/4", "dev", inner)):
+                _ip("-n", ns, *args)
+        yield names, addresses
+    finally:
+        for ns in names:
+            _ip("netns", "del", ns, check=False)
+        _ip("link", "del", bridge, check=False)
+
+
+async def _run(cluster: LocalCluster) -> list[LoadReport]:
+    clients = [await Client.connect(s, name=f"netns-{i}") for i, s in enumerate(cluster.sockets)]
+    reports = [LoadReport(node=c.node) for c in clients]
+    receivers = [Receiver(c, r, tag=i, keep_sequence=True)
+                 for i, (c, r) in enumerate(zip(clients, reports, strict=True))]
+    try:
+        for c in clients:
+            await c.join("g")
+        tasks = [asyncio.create_task(rx.run()) for rx in receivers]
+        for k in range(PER_NODE):
+            for i, c in enumerate(clients):
+                c.send(f"{i}:{k}".encode(), "g")
+        for c in clients:
+            await c.drain()
+
+        expected = NODES * PER_NODE
+        await asyncio.wait_for(asyncio.gather(*(rx.until(expected) for rx in receivers)), 30)
+        for t in tasks:
+            t.cancel()
+        return reports
+    finally:
+        for c in clients:
+            await c.close()
+
+
+def test_three_namespaces_over_a_bridge_deliver_the_identical_order(
+    namespaces: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    names, addresses = namespaces
+    cluster = LocalCluster(NODES, tmp_path / "c", protocol={"insecure": True}, metrics=False,
+                           interfaces=addresses,
+                           wrappers=[["ip", "netns", "exec", ns] for ns in names])
+    cluster.start(timeout=30)
+    try:
+        reports = asyncio.run(_run(cluster))
+    finally:
+        codes = cluster.stop()
+    assert check_sequences(reports, NODES * PER_NODE) == []
+    assert [r.delivered for r in reports] == [NODES * PER_NODE] * NODES
+    assert set(codes.values()) == {0}
