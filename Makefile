@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install test lint demo bench clean deploy-tools lock
 
 install: $(STAMP)
 
@@ -31,6 +31,25 @@ demo: install
 	$(VENV)/bin/amcast analyze $(DEMO_DIR) --out $(REPORT_DIR) --window 0.05; audit=$$?; \
 	echo "analysis report: $(REPORT_DIR)/index.html"; \
 	exit $$(( demo || audit ))
+
+# Tools the deployment tests call (tests/deploy): docker-compose validates the compose
+# file without an engine, promtool (Debian's prometheus) checks the Prometheus files.
+# Installed with apt-get only when missing; CI (.ci/run) runs this before `make test`.
+deploy-tools:
+	@missing=""; \
+	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	if [ -z "$$missing" ]; then echo "deploy tools present"; \
+	elif command -v apt-get >/dev/null; then \
+	  echo "installing:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else echo "missing:$$missing (install them to run tests/deploy; they are skipped without)"; fi
+
+# Pinned dependency locks for the container image (Dockerfile).
+lock:
+	PYTHON=$(PYTHON) sh deploy/lock.sh
 
 bench: install
 	$(VENV)/bin/amcast bench engine
