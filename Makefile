@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml analytics/javacheck.py
+$(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "amcast needs Python >= 3.11")'
-	@$(PYTHON) -m analytics.javacheck || echo "*** amcastd runs without Java; amcast analyze and tests/analytics need it"
+	@$(PYTHON) analytics/javacheck.py || echo "*** amcastd runs without Java; amcast analyze and tests/analytics need it"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,analytics]'
+	$(PY) analytics/venvspark.py $(VENV)/bin
 	@touch $(STAMP)
 
 lint: install
@@ -30,6 +31,7 @@ demo: install
 	@$(VENV)/bin/amcast demo --dir $(DEMO_DIR); demo=$$?; \
 	$(VENV)/bin/amcast analyze $(DEMO_DIR) --out $(REPORT_DIR) --window 0.05; audit=$$?; \
 	echo "analysis report: $(REPORT_DIR)/index.html"; \
+	echo "failover demo (a daemon killed and restarted, another paused): $(VENV)/bin/amcast demo --faults"; \
 	exit $$(( demo || audit ))
 
 # Tools the deployment tests call (tests/deploy): docker-compose validates the compose

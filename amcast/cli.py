@@ -3,22 +3,51 @@
 Every module in ``amcast.commands`` that defines ``register(subparsers)`` adds its
 subcommand; ``register`` sets ``func`` on its parser, called with the parsed arguments
 and returning the process exit status.
+
+An ordinary failure prints one line (``amcast: error: ...``, what happened and what to
+do) and exits with a documented status, never a traceback:
+
+  0  success
+  1  the request failed: messages refused, daemon unhealthy, no cluster in --dir or
+     one already running there, a file that cannot be written
+  2  usage or configuration error, or amcastd could not be reached / the connection
+     to it was lost
+  3  timed out: amcastd did not confirm or deliver in time (a stalled cluster?)
+  130  interrupted (Ctrl-C)
+  141  standard output closed early (``amcast status | head``): nothing printed
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
 
 from amcast import __version__, commands
-from protocols.errors import AmcastError
+from amcast.client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
+from amcast.commands._common import CommandFailed
+from amcast.localcluster import ClusterStateError
+from amcast.protocols.errors import AmcastError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = EXIT_UNREACHABLE = 2
+EXIT_TIMEOUT = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+EXIT_STATUSES = __doc__.split("never a traceback:\n\n", 1)[1].rstrip()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="amcast", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="amcast", description=__doc__.splitlines()[0],
+        epilog=f"exit statuses:\n{EXIT_STATUSES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"amcast {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -29,16 +58,59 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def exit_status(exc: AmcastError) -> int:
+    """The documented exit status of a failure (see the module docstring)."""
+    if isinstance(exc, ClientTimeout | TimeoutError):
+        return EXIT_TIMEOUT
+    if isinstance(exc, ConnectionClosed):
+        return EXIT_TIMEOUT if exc.code == "timeout" else EXIT_UNREACHABLE
+    if isinstance(exc, MessagesRefused | CommandFailed | ClusterStateError):
+        return EXIT_FAILED
+    return EXIT_USAGE  # Unreachable, ConfigurationError and other AmcastErrors
+
+
+def describe(exc: AmcastError) -> str:
+    if isinstance(exc, ConnectionClosed):
+        return f"connection to amcastd ended: {exc}"
+    if isinstance(exc, Unreachable):
+        return f"{exc.detail} (is amcastd running? check --socket)"
+    return str(exc)
+
+
+def _quiet_stdout() -> None:
+    """stdout is gone: point it at /dev/null so the interpreter's last flush is silent."""
     try:
-        return int(args.func(args) or 0)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def error(message: str) -> None:
+    """One line on stderr (a failure's only output)."""
+    with contextlib.suppress(OSError):
+        print(f"amcast: error: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except AmcastError as exc:
-        print(f"amcast: error: {exc}", file=sys.stderr)
-        return 2
+        error(describe(exc))
+        return exit_status(exc)
+    except OSError as exc:  # a file or directory the command needed
+        error(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

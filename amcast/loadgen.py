@@ -2,8 +2,9 @@
 
 Theory of operation: a *sender* connects to one daemon with ``amcast.client.Client`` and
 sends ``size``-byte messages to one group, either as fast as flow control allows (it
-awaits ``drain()`` after every ``chunk`` messages) or paced at ``rate`` messages/s, for
-``count`` messages or ``duration`` seconds. Every payload starts with a header
+awaits ``drain()`` after every ``chunk`` messages) or paced at ``rate`` messages/s
+(``send_wait``), for ``count`` messages or ``duration`` seconds, then ``sync()``: the
+messages it counts as sent were all accepted by the daemon. Every payload starts with a header
 ``(send time: f64, client tag: u32, sequence: u32)`` so the same process can measure
 send-to-delivery latency of its own messages when they come back.
 
@@ -29,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from amcast.client import Client, DeliveredBatch
+from amcast.client import Client, ClientError, DeliveredBatch
 
 HEADER = struct.Struct(">dII")
 
@@ -136,7 +137,8 @@ async def send_load(client: Client, *, group: str, size: int = 100, count: int |
                 fut = loop.create_future()
                 loop.call_at(loop.time() + delay, fut.set_result, None)
                 await fut
-            client.send(make_payload(size, tag, seq), group, services[seq % len(services)])
+            await client.send_wait(make_payload(size, tag, seq), group,
+                                   services[seq % len(services)])
             seq += 1
             continue
         n = chunk if count is None else min(chunk, count - seq)
@@ -145,7 +147,7 @@ async def send_load(client: Client, *, group: str, size: int = 100, count: int |
             client.send(make_payload(size, tag, seq + i), group, svc)
         seq += n
         await client.drain()
-    await client.drain()
+    await client.sync()  # every message accepted (MessagesRefused otherwise)
     report.sent += seq
     report.send_seconds = time.monotonic() - start
     return report
@@ -192,7 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     import uvloop
 
-    json.dump(uvloop.run(_main(args)), sys.stdout)
+    try:
+        report = uvloop.run(_main(args))
+    except ClientError as exc:
+        print(f"loadgen: error: {exc}", file=sys.stderr)
+        return 1
+    json.dump(report, sys.stdout)
     sys.stdout.write("\n")
     return 0
 

@@ -3,12 +3,20 @@
 Theory of operation: ``LocalCluster`` writes one TOML config per node into a directory
 (node ``i`` of ``0..n-1``, one fresh 239.255.x.y group and one free UDP port for the
 whole cluster, interface 127.0.0.1, TTL 0, a unix socket, a log directory and a metrics
-port per node), then starts each daemon as ``python -m daemon.main --config FILE`` with
+port per node), then starts each daemon as ``python -m amcast.daemon --config FILE`` with
 ``NOTIFY_SOCKET`` pointing at a datagram socket of ours: a daemon is up when it sends
 ``READY=1`` (the systemd protocol), so start-up waits on events, never on sleeps.
 ``stop`` sends SIGTERM and waits for every exit (through a pidfd where Linux has one).
 ``cluster.json`` in the directory records pids, sockets and ports for ``amcast cluster
 stop`` and ``amcast status``.
+
+Faults, for the failover tests, ``amcast demo --faults`` and ``amcast bench failover``:
+``kill`` (SIGKILL, a crash), ``pause``/``resume`` (SIGSTOP/SIGCONT), ``terminate``
+(SIGTERM, a graceful leave) each return the ``time.monotonic()`` taken just before the
+signal; ``wait_exit`` waits (bounded) for the process to be gone; ``restart`` starts a
+stopped daemon again with its config and state directory, as systemd's
+``Restart=on-failure`` does, and waits (bounded) for its ``READY=1`` on a notify socket
+of its own, and optionally for it to report a primary view of a given size.
 """
 
 from __future__ import annotations
@@ -26,9 +34,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from protocols.errors import AmcastError
+from amcast.protocols.errors import AmcastError
+
+
+class ClusterStateError(AmcastError):
+    """The directory's cluster is not in the state a request needs (one already runs
+    there, or there is none)."""
 
 
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
@@ -54,6 +67,16 @@ def render_toml(tables: dict[str, dict[str, Any]]) -> str:
         out += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
         out.append("")
     return "\n".join(out)
+
+
+class Restarted(NamedTuple):
+    """``LocalCluster.restart``'s times (``time.monotonic()``): the process was spawned,
+    it sent ``READY=1`` (serving its socket), it reported the primary view waited for
+    (``None`` when not waited for)."""
+
+    spawned_at: float
+    ready_at: float
+    in_view_at: float | None
 
 
 @dataclass
@@ -99,7 +122,29 @@ class LocalCluster:
     def sockets(self) -> list[str]:
         return [n.socket for n in self.nodes]
 
+    def refuse_if_running(self) -> None:
+        """Starting over a running cluster would orphan its daemons: refuse instead."""
+        path = self.directory / "cluster.json"
+        if not path.exists():
+            return
+        try:
+            alive = LocalCluster.load(self.directory).alive()
+        except AmcastError:
+            return  # an unreadable record: nothing we could stop anyway
+        if alive:
+            raise ClusterStateError(
+                f"a cluster is already running in {self.directory} (pids "
+                f"{', '.join(map(str, alive))}): stop it first with "
+                f"amcast cluster stop --dir {self.directory}"
+            )
+
+    def alive(self) -> list[int]:
+        """Pids of this cluster's daemons that still run (checked against their command
+        line, so a recycled pid does not count)."""
+        return [n.pid for n in self.nodes if n.pid is not None and _is_daemon(n.pid, n.config)]
+
     def write_configs(self) -> None:
+        self.refuse_if_running()
         self.directory.mkdir(parents=True, exist_ok=True)
         members = list(range(self.n))
         self.nodes = []
@@ -109,7 +154,8 @@ class LocalCluster:
             sock = str(self.directory / f"node{i}.sock")
             mport = free_port(socket.SOCK_STREAM) if self.metrics else 0
             tables: dict[str, dict[str, Any]] = {
-                "node": {"id": i, "members": members, "seed": 1000 + i},
+                "node": {"id": i, "members": members, "seed": 1000 + i,
+                         "state_dir": str(ndir / "state")},
                 "network": {"group": self.group, "port": self.port,
                             "interface": self.interfaces[i] if self.interfaces else "127.0.0.1",
                             "ttl": 1 if self.interfaces else 0, "loopback": True},
@@ -125,49 +171,79 @@ class LocalCluster:
             path.write_text(render_toml(tables))
             self.nodes.append(NodeProcess(i, path, sock, ndir / "logs", mport))
 
-    def start(self, timeout: float = 30.0, *, detach: bool = False) -> None:
-        """Start every daemon and wait for each one's READY=1 (or fail with its stderr)."""
+    def start(self, timeout: float = 30.0, *, detach: bool = False,
+              wait_view: bool = True) -> None:
+        """Start every daemon and wait for each one's READY=1 and (``wait_view``) until
+        all of them report the same primary view of every node (or fail with a log).
+
+        Refuses (``AmcastError``) when ``cluster.json`` records daemons that still run."""
         if not self.nodes:
             self.write_configs()
+        else:
+            self.refuse_if_running()
         notify_path = str(self.directory / "notify.sock")
         if os.path.exists(notify_path):
             os.unlink(notify_path)
         ready = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         ready.bind(notify_path)
         try:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("AMCAST_")}
-            env["NOTIFY_SOCKET"] = notify_path
-            env["PYTHONUNBUFFERED"] = "1"
             for n in self.nodes:
-                stderr = open(n.config.parent / "amcastd.log", "ab")  # noqa: SIM115
-                n.process = subprocess.Popen(
-                    [*(self.wrappers[n.node] if self.wrappers else []),
-                     sys.executable, "-m", "daemon.main", "--config", str(n.config)],
-                    env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                    start_new_session=detach,
-                )
-                stderr.close()
-                n.pid = n.process.pid
+                self._spawn(n, notify_path, detach=detach)
             waiting = {n.pid: n for n in self.nodes}
+            views: dict[int, str] = {}  # pid -> its latest STATUS
+            full = f"({len(self.nodes)} members)"
+
+            def viewless() -> set[int]:
+                if not wait_view:
+                    return set()
+                latest = {views.get(p, "") for p in waiting_for_view}
+                if len(latest) == 1 and next(iter(latest)).endswith(full):
+                    return set()
+                return {p for p in waiting_for_view
+                        if not views.get(p, "").startswith("primary view")} or waiting_for_view
+
+            waiting_for_view = {n.pid for n in self.nodes}
             deadline = time.monotonic() + timeout
-            while waiting:
+            while waiting or viewless():
                 left = deadline - time.monotonic()
                 for n in self.nodes:
                     if n.process is not None and n.process.poll() is not None:
                         self._abort(f"node {n.node} exited with {n.process.returncode}", n)
                 if left <= 0:
-                    self._abort(f"nodes {sorted(x.node for x in waiting.values())} not ready "
-                                f"after {timeout} s", next(iter(waiting.values())))
+                    lagging = viewless()
+                    late = {**waiting, **{p: n for n in self.nodes if (p := n.pid) in lagging}}
+                    self._abort(f"nodes {sorted(x.node for x in late.values())} not ready (or "
+                                f"not in a primary view) after {timeout} s",
+                                next(iter(late.values())))
                 r, _, _ = select.select([ready], [], [], min(left, 0.5))
                 if r:
                     msg = ready.recv(4096).decode()
                     fields = dict(line.split("=", 1) for line in msg.splitlines() if "=" in line)
+                    pid = int(fields.get("MAINPID", -1))
                     if fields.get("READY") == "1":
-                        waiting.pop(int(fields.get("MAINPID", -1)), None)
+                        waiting.pop(pid, None)
+                    if "STATUS" in fields:
+                        views[pid] = fields["STATUS"]
         finally:
             ready.close()
             os.unlink(notify_path)
         self.save()
+
+    def _spawn(self, n: NodeProcess, notify_path: str, *, detach: bool = False) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AMCAST_")}
+        env["NOTIFY_SOCKET"] = notify_path
+        env["PYTHONUNBUFFERED"] = "1"
+        stderr = open(n.config.parent / "amcastd.log", "ab")  # noqa: SIM115
+        try:
+            n.process = subprocess.Popen(
+                [*(self.wrappers[n.node] if self.wrappers else []),
+                 sys.executable, "-m", "amcast.daemon", "--config", str(n.config)],
+                env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                start_new_session=detach,
+            )
+        finally:
+            stderr.close()
+        n.pid = n.process.pid
 
     def _abort(self, why: str, culprit: NodeProcess) -> None:
         log = (culprit.config.parent / "amcastd.log").read_text(errors="replace")[-3000:]
@@ -182,10 +258,96 @@ class LocalCluster:
                        "metrics_port": n.metrics_port} for n in self.nodes],
         }, indent=2))
 
-    def kill_node(self, node: int, sig: int = signal.SIGTERM) -> None:
+    def kill_node(self, node: int, sig: int = signal.SIGTERM) -> float:
+        """Send ``sig`` to one daemon; returns ``time.monotonic()`` taken just before."""
         pid = self.nodes[node].pid
-        if pid is not None:
-            os.kill(pid, sig)
+        if pid is None:
+            raise ClusterStateError(f"node {node} has no process")
+        at = time.monotonic()
+        os.kill(pid, sig)
+        return at
+
+    def kill(self, node: int) -> float:
+        """SIGKILL (a crash: no goodbye, no state written); the time of the signal."""
+        return self.kill_node(node, signal.SIGKILL)
+
+    def pause(self, node: int) -> float:
+        """SIGSTOP (a frozen process: a GC pause, a starved host); the time of the signal."""
+        return self.kill_node(node, signal.SIGSTOP)
+
+    def resume(self, node: int) -> float:
+        """SIGCONT after ``pause``; the time of the signal."""
+        return self.kill_node(node, signal.SIGCONT)
+
+    def terminate(self, node: int) -> float:
+        """SIGTERM (graceful: the daemon leaves the view, then exits); the time of the
+        signal."""
+        return self.kill_node(node, signal.SIGTERM)
+
+    def wait_exit(self, node: int, timeout: float) -> int | None:
+        """Wait up to ``timeout`` s for one daemon's exit; ``ClusterStateError`` if it still
+        runs then. Returns its exit status (None if it was not our child)."""
+        code = self.wait_node(node, timeout)
+        n = self.nodes[node]
+        if code is None and n.pid is not None and _is_daemon(n.pid, n.config):
+            raise ClusterStateError(f"node {node} (pid {n.pid}) still runs after {timeout} s")
+        return code
+
+    def restart(self, node: int, timeout: float = 30.0,
+                wait_view: int | None = None) -> Restarted:
+        """Start a daemon that exited (killed or stopped) again with the same config and
+        state directory; wait for its ``READY=1`` and, with ``wait_view``, until it reports
+        a primary view of ``wait_view`` members. ``ClusterStateError`` when it still runs,
+        exits, or is not there in time (the end of its log in the message)."""
+        n = self.nodes[node]
+        if n.pid is not None and _is_daemon(n.pid, n.config):
+            raise ClusterStateError(f"node {node} (pid {n.pid}) is still running")
+        notify_path = str(self.directory / f"notify{node}.sock")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(notify_path)
+        ready = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        ready.bind(notify_path)
+        try:
+            spawned_at = time.monotonic()
+            self._spawn(n, notify_path)
+            ready_at: float | None = None
+            in_view_at: float | None = None
+            want = None if wait_view is None else f"({wait_view} members)"
+            deadline = spawned_at + timeout
+            while ready_at is None or (want is not None and in_view_at is None):
+                if n.process is not None and n.process.poll() is not None:
+                    raise ClusterStateError(self._why(n, f"node {node} exited with "
+                                                         f"{n.process.returncode}"))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ClusterStateError(self._why(n, f"node {node} not ready (or not in a "
+                                                         f"primary view) {timeout} s after "
+                                                         "its restart"))
+                r, _, _ = select.select([ready], [], [], min(left, 0.5))
+                if not r:
+                    continue
+                now = time.monotonic()
+                msg = ready.recv(4096).decode(errors="replace")
+                fields = dict(line.split("=", 1) for line in msg.splitlines() if "=" in line)
+                if fields.get("READY") == "1" and ready_at is None:
+                    ready_at = now
+                status = fields.get("STATUS", "")
+                if want is not None and status.startswith("primary view") \
+                        and status.endswith(want):
+                    in_view_at = now
+        finally:
+            ready.close()
+            os.unlink(notify_path)
+        self.save()
+        return Restarted(spawned_at, ready_at, in_view_at)
+
+    @staticmethod
+    def _why(n: NodeProcess, what: str) -> str:
+        try:
+            log = (n.config.parent / "amcastd.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            log = ""
+        return f"{what}\n{log}" if log else what
 
     def wait_node(self, node: int, timeout: float) -> int | None:
         """Wait for one daemon's exit; its exit status (None if it was not our child)."""
@@ -200,10 +362,12 @@ class LocalCluster:
         return None
 
     def stop(self, timeout: float = 20.0) -> dict[int, int | None]:
-        """SIGTERM every daemon, wait; SIGKILL what is left. Returns exit codes."""
+        """SIGTERM every daemon (SIGCONT first: one may be paused), wait; SIGKILL what is
+        left. Returns exit codes."""
         for n in self.nodes:
-            if n.pid is not None:
+            if n.pid is not None and (n.process is None or n.process.poll() is None):
                 with contextlib.suppress(ProcessLookupError):
+                    os.kill(n.pid, signal.SIGCONT)
                     os.kill(n.pid, signal.SIGTERM)
         codes: dict[int, int | None] = {}
         deadline = time.monotonic() + timeout
@@ -218,11 +382,38 @@ class LocalCluster:
 
     @classmethod
     def load(cls, directory: Path) -> LocalCluster:
-        info = json.loads((Path(directory) / "cluster.json").read_text())
-        self = cls(len(info["nodes"]), Path(directory), group=info["group"], port=info["port"])
-        self.nodes = [NodeProcess(x["node"], Path(x["config"]), x["socket"], Path(x["log_dir"]),
-                                  x["metrics_port"], None, x["pid"]) for x in info["nodes"]]
+        """The cluster ``start`` recorded in ``directory`` (``AmcastError`` if none)."""
+        path = Path(directory) / "cluster.json"
+        try:
+            info = json.loads(path.read_text())
+            self = cls(len(info["nodes"]), Path(directory), group=info["group"],
+                       port=info["port"])
+            self.nodes = [NodeProcess(x["node"], Path(x["config"]), x["socket"],
+                                      Path(x["log_dir"]), x["metrics_port"], None, x["pid"])
+                          for x in info["nodes"]]
+        except FileNotFoundError:
+            raise ClusterStateError(f"no cluster in {directory} ({path.name} not found): check "
+                              "--dir") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ClusterStateError(f"cannot read {path}: {exc}") from None
         return self
+
+
+def _is_daemon(pid: int, config: Path) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmdline = fh.read()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: trust the pid
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return b"amcast.daemon" in cmdline and str(config).encode() in cmdline
 
 
 def wait_pid_gone(pid: int, timeout: float) -> bool:

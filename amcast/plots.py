@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
 
 
 def _pyplot():  # type: ignore[no-untyped-def]

@@ -12,20 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-
-def format_value(value: Any) -> str:
-    if isinstance(value, float):
-        if value == 0:
-            return "0"
-        magnitude = abs(value)
-        if magnitude >= 1000:
-            return f"{value:,.0f}"
-        if magnitude >= 10:
-            return f"{value:.1f}"
-        return f"{value:.3g}" if magnitude < 0.01 else f"{value:.2f}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
+from amcast.analytics.text import format_value  # the one number format (no Spark import)
 
 
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

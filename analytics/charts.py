@@ -3,8 +3,12 @@
 Theory of operation: each function takes a pandas frame read back from the report's
 Parquet tables (a few rows per node and window, never the raw records) and writes one
 PNG: messages/s over time per node and variant, the latency distribution (CDF over
-messages, from the log-bucketed histogram) per variant, and the Ntail(G) histogram per
-variant. ``amcast.plots`` supplies pyplot with the Agg backend.
+messages, from the log-bucketed histogram) per variant, the Ntail(G) histogram per
+variant, and the timeline of views per node (``history.timeline``: one row per node,
+a bar per view it was in, coloured by view and labelled with the view's number in the
+report's views table; hatched grey while not in a primary view, light grey before its
+first view; a black tick where a daemon (re)started). Matplotlib draws with its Agg
+backend (files only, no display needed).
 """
 
 from __future__ import annotations
@@ -12,8 +16,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from amcast.analytics.errors import AnalyticsError
 
-from amcast.plots import _pyplot
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise AnalyticsError("the charts need matplotlib: pip install 'amcast[analytics]'") from exc
+    return plt
 
 
 def _save(fig, path: Path) -> Path:  # type: ignore[no-untyped-def]
@@ -72,4 +86,44 @@ def ntail(hist: pd.DataFrame, path: Path) -> Path:
         ax.set_xlabel("Ntail(G) at delivery")
         ax.set_ylabel("share of ordered vertices")
         ax.grid(True, alpha=0.3, axis="y")
+    return _save(fig, path)
+
+
+def timeline(segments: pd.DataFrame, view_ids: list[int], path: Path) -> Path:
+    """Views per node over time; ``view_ids`` in order give the views' numbers (#1...)."""
+    plt = _pyplot()
+    nodes = sorted(segments["node"].unique()) if len(segments) else []
+    fig, ax = plt.subplots(figsize=(10, 1.0 + 0.55 * max(1, len(nodes))))
+    t0 = float(segments["start"].min()) if len(segments) else 0.0
+    number = {v: k + 1 for k, v in enumerate(view_ids)}
+    colours = plt.get_cmap("tab10").colors
+    row = {n: k for k, n in enumerate(nodes)}
+    for s in segments.itertuples():
+        y, x, width = row[s.node], s.start - t0, max(s.end - s.start, 0.0)
+        if s.kind == "primary":
+            k = number.get(int(s.view), 0)
+            ax.barh(y, width, left=x, height=0.6, color=colours[k % len(colours)],
+                    edgecolor="white")
+            ax.text(x + width / 2, y, f"#{k}", ha="center", va="center", fontsize=7,
+                    clip_on=True)
+        else:
+            grey = "#999999" if s.kind == "not primary" else "#dddddd"
+            ax.barh(y, width, left=x, height=0.6, color=grey, edgecolor="white",
+                    hatch="//" if s.kind == "not primary" else None)
+    firsts = segments.groupby("node")["incarnation"].min() if len(segments) else {}
+    for (node, inc), g in (segments.groupby(["node", "incarnation"]) if len(segments) else []):
+        if inc != firsts[node]:
+            ax.plot([g["start"].min() - t0] * 2, [row[node] - 0.4, row[node] + 0.4],
+                    color="black", linewidth=2)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(facecolor="#999999", hatch="//", label="not in a primary view"),
+                       Patch(facecolor="#dddddd", label="before its first view")],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_yticks(range(len(nodes)), [f"node {n}" for n in nodes])
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the first record (s)")
+    ax.set_title("views per node (#k: the k-th view; hatched: not in a primary view; "
+                 "black tick: restart)", fontsize=9)
+    ax.grid(True, axis="x", alpha=0.3)
     return _save(fig, path)

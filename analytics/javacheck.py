@@ -2,8 +2,8 @@
 
 Theory of operation: find ``$JAVA_HOME/bin/java`` or ``java`` on the PATH, run
 ``java -version`` and parse the major version from its first line (``"17.0.15"``,
-``"1.8.0_392"`` is 8). ``require_java`` raises ``ConfigurationError`` with what to
-install; ``python -m analytics.javacheck`` (run by ``make install``) prints the same
+``"1.8.0_392"`` is 8). ``require_java`` raises ``AnalyticsError`` with what to
+install; ``python analytics/javacheck.py`` (run by ``make install``) prints the same
 advice and exits 1 when Java is missing or too old.
 """
 
@@ -64,13 +64,13 @@ def problem(major: int | None) -> str | None:
 
 
 def require_java() -> int:
-    """The Java major version; ``ConfigurationError`` when missing or older than 17."""
-    from protocols.errors import ConfigurationError
+    """The Java major version; ``AnalyticsError`` when missing or older than 17."""
+    from amcast.analytics.errors import AnalyticsError
 
     major = java_major()
     msg = problem(major)
     if msg is not None:
-        raise ConfigurationError(msg)
+        raise AnalyticsError(msg)
     assert major is not None
     return major
 

@@ -1,67 +1,151 @@
-"""Reading a log directory into three DataFrames: deliveries, views, metrics snapshots.
+"""Reading a log directory into DataFrames: deliveries, views, gaps, starts, metrics.
 
 Theory of operation: Spark's JSON reader lists every file whose name matches
 ``*.jsonl*`` (``delivery.jsonl``, ``delivery.jsonl.1``, ``metrics.jsonl.3``, the
 ``view.jsonl`` of a daemon with delivery logging off) recursively below LOGDIR, parses
-it once with ``schema.LOG_SCHEMA`` and the records are told apart by ``type``. The
-records are projected to the columns the job uses and persisted (memory, spilling to
-disk) so that the figures and the audit do not parse the JSON again. With
-``--master spark://...`` LOGDIR must be on a filesystem every executor sees.
+it once with ``schema.LOG_SCHEMA`` (fields it does not list are ignored, so records may
+gain fields without breaking the job) and gives every line a ``status``:
+
+- ``ok``: a record of log schema 1 of type ``delivery``, ``view``, ``gap``, ``start`` or
+  ``metrics`` with the fields the job needs (``REQUIRED``; an ordered delivery also needs
+  its ``position``, a gap's ``after`` is null or two numbers);
+- ``unreadable``: not a JSON object, or one without a ``type``;
+- ``other type``: a record type this job does not read (a later daemon may add some);
+- ``other schema``: ``schema`` is not 1;
+- ``incomplete``: a required field is missing, null or of the wrong type.
+
+The lines are projected to the columns the job uses plus ``status`` and persisted
+(memory, spilling to disk) so that the figures and the audit do not parse the JSON
+again; ``survey`` counts them per type and status in that same pass (and lists the
+delivering nodes and the largest member id). Only ``ok``
+records reach the DataFrames; the others are counted and reported, never fatal. A
+missing ``incarnation`` reads as 0 and a view record's missing ``primary`` as true (the
+records of a daemon from before membership).
+With ``--master spark://...`` LOGDIR must be on a filesystem every executor sees.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
+from amcast.analytics.schema import (
+    DELIVERY_COLUMNS,
+    GAP_COLUMNS,
+    LOG_SCHEMA,
+    METRICS_COLUMNS,
+    START_COLUMNS,
+    VIEW_COLUMNS,
+)
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytics.schema import DELIVERY_COLUMNS, LOG_SCHEMA, METRICS_COLUMNS, VIEW_COLUMNS
-from protocols.errors import ConfigurationError
+TYPES = ("delivery", "view", "gap", "start", "metrics")
+REQUIRED = {
+    "delivery": ["node", "view", "variant", "sender", "seq", "count", "service", "rule",
+                 "send_ts", "ts"],
+    "view": ["node", "view", "ts", "members"],
+    "gap": ["node", "view", "ts"],
+    "start": ["node", "ts"],
+    "metrics": ["node", "ts"],
+}
 
 
 @dataclass
 class Logs:
-    base: DataFrame  # every record, persisted; ``type`` tells them apart
+    base: DataFrame  # every line with its ``status``, persisted
     deliveries: DataFrame
-    views: DataFrame
+    views: DataFrame  # installed views (primary) and lost ones (primary false)
+    gaps: DataFrame
+    starts: DataFrame
     metrics: DataFrame
 
 
-def check_logdir(logdir: str) -> str:
-    """The absolute log directory; ``ConfigurationError`` if it holds no log files.
+def _complete(kind: str) -> Column:
+    ok = F.lit(True)
+    for name in REQUIRED[kind]:
+        ok = ok & F.col(name).isNotNull()
+    if kind == "delivery":
+        ok = ok & (F.col("count") >= 1) & (
+            (F.col("service") == "causal") | F.col("position").isNotNull())
+    if kind == "gap":
+        after = F.col("after")
+        ok = ok & (after.isNull() | ((F.size(after) == 2) & after[0].isNotNull()
+                                     & after[1].isNotNull()))
+    return ok
 
-    URIs (``hdfs://``, ``s3a://`` ...) are left to Spark."""
-    if "://" in logdir:
-        return logdir
-    path = Path(logdir)
-    if not path.is_dir():
-        raise ConfigurationError(f"log directory {logdir!r} does not exist")
-    if not any(p.is_file() for p in path.rglob("*.jsonl*")):
-        raise ConfigurationError(f"no *.jsonl* log files below {logdir!r}")
-    return str(path.resolve())
+
+def _status() -> Column:
+    kind = F.col("type")
+    complete = F.when(kind == "delivery", _complete("delivery"))
+    for other in TYPES[1:-1]:
+        complete = complete.when(kind == other, _complete(other))
+    complete = complete.otherwise(_complete("metrics"))
+    return (
+        F.when(kind.isNull(), "unreadable")
+        .when(~kind.isin(*TYPES), "other type")
+        .when(F.col("schema").isNull() | (F.col("schema") != 1), "other schema")
+        .when(~complete, "incomplete")
+        .otherwise("ok")
+    )
 
 
-def read_logs(spark: SparkSession, logdir: str) -> Logs:
-    logdir = check_logdir(logdir)
+def read_logs(spark: SparkSession, location: str) -> Logs:
+    """The records below ``location`` (a local path or a URI Spark can read)."""
     raw = (
         spark.read.schema(LOG_SCHEMA)
         .option("recursiveFileLookup", "true")
         .option("pathGlobFilter", "*.jsonl*")
         .option("mode", "PERMISSIVE")
-        .json(logdir)
+        .json(location)
     )
-    columns = ["type", *dict.fromkeys([*DELIVERY_COLUMNS, *VIEW_COLUMNS, *METRICS_COLUMNS])]
-    base = (
-        raw.where(F.col("type").isin("delivery", "view", "metrics"))
-        .select(*columns)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    names = dict.fromkeys([*DELIVERY_COLUMNS, *VIEW_COLUMNS, *GAP_COLUMNS, *START_COLUMNS,
+                           *METRICS_COLUMNS])
+    defaults = {"incarnation": F.lit(0).cast("long"), "primary": F.lit(True)}
+    columns = [F.coalesce(F.col(c), defaults[c]).alias(c) if c in defaults else F.col(c)
+               for c in names]
+    base = raw.select("type", *columns, _status().alias("status")).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    ok = base.where(F.col("status") == "ok")
+
+    def of(kind: str, cols: list[str]) -> DataFrame:
+        return ok.where(F.col("type") == kind).select(*cols)
+
     return Logs(
         base=base,
-        deliveries=base.where(F.col("type") == "delivery").select(*DELIVERY_COLUMNS),
-        views=base.where(F.col("type") == "view").select(*VIEW_COLUMNS),
-        metrics=base.where(F.col("type") == "metrics").select(*METRICS_COLUMNS),
+        deliveries=of("delivery", DELIVERY_COLUMNS),
+        views=of("view", VIEW_COLUMNS),
+        gaps=of("gap", GAP_COLUMNS),
+        starts=of("start", START_COLUMNS),
+        metrics=of("metrics", METRICS_COLUMNS),
     )
+
+
+@dataclass
+class Survey:
+    """What the first pass over the lines found (one Spark job, which fills the cache)."""
+
+    lines: dict[str, int]  # ok records per type (``delivery``, ``view``, ...), ignored lines
+    nodes: list[int]  # nodes with delivery records
+    max_member: int | None  # the largest node id in a view's or start record's members
+
+
+def survey(logs: Logs) -> Survey:
+    """Lines per outcome (the ``ok`` records of each type, and the ignored lines per
+    status: ``unreadable``, ``other type``, ...), the delivering nodes, the largest member."""
+    rows = logs.base.groupBy("type", "status").agg(
+        F.count(F.lit(1)).alias("n"),
+        F.collect_set("node").alias("nodes"),
+        F.max(F.array_max("members")).alias("max_member"),
+    ).collect()
+    lines: dict[str, int] = {}
+    nodes: list[int] = []
+    max_member = None
+    for r in rows:
+        key = r["type"] if r["status"] == "ok" else r["status"]
+        lines[key] = lines.get(key, 0) + int(r["n"])
+        if r["status"] == "ok" and r["type"] == "delivery":
+            nodes = sorted(r["nodes"])
+        if r["status"] == "ok" and r["type"] in ("view", "start") and r["max_member"] is not None:
+            max_member = max(max_member or 0, int(r["max_member"]))
+    return Survey(lines, nodes, max_member)

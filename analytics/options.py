@@ -9,13 +9,26 @@ from __future__ import annotations
 import argparse
 
 
+def positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("logdir", help="directory holding the daemons' *.jsonl* logs "
-                        "(searched recursively)")
+                        "(searched recursively): a path, a file: URI, or a URI Spark reads "
+                        "(hdfs://, s3a://, ...)")
     parser.add_argument("--out", "-o", default="var/report",
-                        help="report directory (default: %(default)s)")
-    parser.add_argument("--window", type=float, default=10.0,
+                        help="report directory, local: a path or a file: URI "
+                        "(default: %(default)s)")
+    parser.add_argument("--window", type=positive_seconds, default=10.0,
                         help="time window of the figures, seconds (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (alone on stdout; progress on stderr)")
     parser.add_argument("--shuffle-partitions", type=int, default=None,
                         help="spark.sql.shuffle.partitions (default: 8 in local mode)")

@@ -1,4 +1,4 @@
-"""amcastd: thin asyncio glue (uvloop) around the sans-IO ``protocols.Node``.
+"""amcastd: thin asyncio glue (uvloop) around the sans-IO ``amcast.protocols.Node``.
 
 One module per job: ``config`` (pydantic + TOML + env), ``transport`` (multicast
 sockets), ``frames``/``envelope`` (codecs), ``api`` (unix-socket server), ``metrics``

@@ -3,7 +3,7 @@
 Theory of operation (the protocol itself is ``docs/api.md``): one ``ClientConnection``
 (an asyncio ``Protocol``) per connected application. Bytes go through a bounded
 ``FrameDecoder``; each frame is dispatched by its type. Frames that break the rules get
-an ``error`` frame with a code (``ClientError`` in ``protocols.errors``) and the
+an ``error`` frame with a code (``ClientError`` in ``amcast.protocols.errors``) and the
 connection is kept where the stream is still in sync; only a missing ``hello``, a wrong
 version or a slow reader close it.
 
@@ -22,27 +22,43 @@ Backpressure, the slow-reader policy:
 Deliveries are never delayed for a slow client, so it cannot stall the cluster, and
 its queue is bounded, so it cannot exhaust memory. When the engine's window is full,
 the daemon calls ``pause_sends``: every client's reading is paused (their sends are
-flow-controlled at the socket) until ``resume_sends``.
+flow-controlled at the socket) until ``resume_sends``. Frames already read by then are
+still handled, in order (the daemon queues their envelopes, bounded in bytes).
+
+Every frame is handled in arrival order, so ``sync`` is answered ``synced`` right away:
+any error about an earlier frame of the connection was written before. An exception
+while handling a frame is answered ``internal_error`` (counted, logged) and the
+connection goes on.
+
+The socket file: a live daemon already answering on ``api.socket`` makes ``start``
+fail (``ConfigurationError``, exit status 2) instead of taking the path over; a stale
+socket file (nobody answers) is removed. ``close_listener`` removes the file only if it
+is still the one this server created.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import grp
 import os
+import socket
+import stat
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 import msgpack
+import structlog
+from amcast.daemon.config import ApiSection
+from amcast.protocols.errors import ConfigurationError
 
-from daemon import frames
-from daemon.config import ApiSection
-from daemon.frames import FrameDecoder, FrameError
-from protocols.errors import ConfigurationError
+from amcast import socket_protocol as sp
 
-SERVICES = ("causal", "agreed", "safe")
 _packb = msgpack.packb
+log = structlog.get_logger("amcastd")
+PROBE_TIMEOUT_S = 2.0
+MAX_SOCKET_PATH_BYTES = 107  # sun_path holds 108 bytes with the terminating NUL (Linux)
 
 
 class Backend(Protocol):
@@ -53,14 +69,17 @@ class Backend(Protocol):
     def status(self) -> dict[str, Any]: ...
 
     def send(
-        self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes]
+        self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes],
+        ref: Any = None,
     ) -> str | None:
-        """Submit; returns an error code when the frame is refused."""
+        """Accept the frame whole (``None``) or refuse it whole (an error code)."""
         ...
 
     def count_client_error(self, code: str) -> None: ...
 
     def count_disconnect(self, reason: str) -> None: ...
+
+    def forget_client(self, client_id: int) -> None: ...
 
 
 class ClientConnection(asyncio.Protocol):
@@ -72,7 +91,7 @@ class ClientConnection(asyncio.Protocol):
         self.greeted = False
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._decoder = FrameDecoder(server.config.max_frame_bytes)
+        self._decoder = sp.FrameDecoder(server.config.max_frame_bytes)
         self._paused_by: set[str] = set()
 
     # ---- asyncio callbacks -------------------------------------------------------
@@ -88,23 +107,35 @@ class ClientConnection(asyncio.Protocol):
             self._pause("window")
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return  # closing: what the client still sends is discarded
         for item in self._decoder.feed(data):
             if self.closed:
                 return
-            if isinstance(item, FrameError):
+            if isinstance(item, sp.FrameError):
                 self.fail(item.code, item.detail)
-            else:
+                continue
+            try:
                 self._dispatch(item)
+            except Exception:  # a bug: answer, count, log, and keep the connection
+                log.error("exception while handling a client frame", client=self.id,
+                          frame_type=item.get("t"), exc_info=True)
+                ref = item.get("id")
+                self.fail("internal_error", f"the daemon failed to handle this "
+                          f"{item.get('t')!r} frame; it was not processed",
+                          ref=ref if isinstance(ref, int) else None)
 
     def eof_received(self) -> bool | None:
-        truncated = self._decoder.truncated()
-        if truncated is not None:
-            self.fail(truncated.code, truncated.detail, fatal=True)
+        if not self.closed:
+            truncated = self._decoder.truncated()
+            if truncated is not None:
+                self.fail(truncated.code, truncated.detail, fatal=True)
         return False  # close our side once our writes are flushed
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.forget(self)
+        self.server.closed(self)
 
     def pause_writing(self) -> None:  # unread deliveries above the high-water mark
         self._pause("slow_reader")
@@ -142,11 +173,11 @@ class ClientConnection(asyncio.Protocol):
             )
 
     def reply(self, frame: dict[str, Any]) -> None:
-        self.write(frames.encode(frame))
+        self.write(sp.encode_frame(frame))
 
     def fail(
         self, code: str, detail: str, *, fatal: bool = False, ref: Any = None,
-        counted: bool = False,
+        counted: bool = False, extra: dict[str, Any] | None = None,
     ) -> None:
         """Send an ``error`` frame; close the connection if ``fatal``."""
         self.server.backend.count_client_error(code)
@@ -155,16 +186,30 @@ class ClientConnection(asyncio.Protocol):
         frame: dict[str, Any] = {"t": "error", "code": code, "detail": detail, "fatal": fatal}
         if ref is not None:
             frame["id"] = ref
-        self.transport.write(frames.encode(frame))
+        if extra:
+            frame.update(extra)
+        self.transport.write(sp.encode_frame(frame))
         if fatal:
             if not counted:
                 self.server.backend.count_disconnect(code)
             self.closed = True
             self.server.forget(self)
-            self.transport.close()  # flushes queued deliveries and the error frame first
+            self.server.closing.add(self)
+            transport = self.transport
+            if transport.can_write_eof():
+                # queued deliveries, the error frame, then EOF; keep reading (and
+                # discarding) until the client closes too: closing with its unread
+                # frames in our buffer would reset the connection, and a client that is
+                # still writing could then lose what we wrote before
+                transport.write_eof()
+                if self._paused_by:
+                    self._paused_by.clear()
+                    transport.resume_reading()
+            else:
+                transport.close()  # flushes queued deliveries and the error frame first
             # ... but a client that never reads must not pin that memory: abort later
             asyncio.get_running_loop().call_later(
-                self.server.config.close_grace_s, self.transport.abort
+                self.server.config.close_grace_s, transport.abort
             )
 
     # ---- frames --------------------------------------------------------------------
@@ -176,17 +221,17 @@ class ClientConnection(asyncio.Protocol):
                 self.fail("hello_required", "the first frame must be hello", fatal=True)
                 return
             version = frame.get("v")
-            if version != frames.PROTOCOL_VERSION:
+            if version != sp.PROTOCOL_VERSION:
                 self.fail(
                     "unsupported_version",
-                    f"this daemon speaks version {frames.PROTOCOL_VERSION}, not {version!r}",
+                    f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {version!r}",
                     fatal=True,
                 )
                 return
             name = frame.get("name", "")
             self.name = name if isinstance(name, str) else ""
             self.greeted = True
-            self.reply({"t": "welcome", "v": frames.PROTOCOL_VERSION, "client": self.id,
+            self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
                         **self.server.backend.welcome()})
             return
         handler = _HANDLERS.get(kind)
@@ -252,8 +297,8 @@ class ClientConnection(asyncio.Protocol):
         if groups is None:
             return
         service = frame.get("service", "agreed")
-        if service not in SERVICES:
-            self.fail("bad_service", f"service must be one of {', '.join(SERVICES)}", ref=ref)
+        if service not in sp.SERVICES:
+            self.fail("bad_service", f"service must be one of {', '.join(sp.SERVICES)}", ref=ref)
             return
         payloads = frame.get("payloads")
         if payloads is None and "payload" in frame:
@@ -269,9 +314,16 @@ class ClientConnection(asyncio.Protocol):
             self.fail("message_too_large",
                       f"a payload exceeds max_message_bytes {cfg.max_message_bytes}", ref=ref)
             return
-        refused = self.server.backend.send(self, groups, service, payloads)
+        refused = self.server.backend.send(self, groups, service, payloads, ref)
         if refused is not None:
-            self.fail(refused, "the message was not sent", ref=ref)
+            self.fail(refused, _REFUSED.get(refused, "the frame was refused; nothing was sent"),
+                      ref=ref)
+
+    def _on_sync(self, frame: dict[str, Any], ref: Any) -> None:
+        reply: dict[str, Any] = {"t": "synced"}
+        if ref is not None:
+            reply["id"] = ref
+        self.reply(reply)
 
     def _on_status(self, frame: dict[str, Any], ref: Any) -> None:
         reply = {"t": "status", **self.server.backend.status()}
@@ -289,7 +341,77 @@ _HANDLERS: dict[str, Callable[[ClientConnection, dict[str, Any], Any], None]] = 
     "leave": ClientConnection._on_leave,
     "send": ClientConnection._on_send,
     "status": ClientConnection._on_status,
+    "sync": ClientConnection._on_sync,
 }
+_REFUSED = {
+    "overloaded": "the daemon's submit queue is full (api.submit_queue_bytes); "
+                  "none of the frame's messages was sent",
+    "shutting_down": "the daemon is stopping; none of the frame's messages was sent",
+}
+
+
+def socket_path_problem(path: str) -> str | None:
+    """Why the daemon could not serve on ``path`` (``None``: it can).
+
+    The checks ``start`` relies on, shared with ``amcastd --check``: the path fits a
+    unix socket address, its directory exists or can be created and is writable, and no
+    live process answers on an existing socket file there.
+    """
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+        return (f"api.socket {path} is {len(os.fsencode(path))} bytes long; unix socket "
+                f"paths are at most {MAX_SOCKET_PATH_BYTES}: choose a shorter path")
+    directory = os.path.dirname(os.path.abspath(path))
+    problem = directory_problem(directory, "api.socket's directory")
+    if problem is not None:
+        return problem
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"api.socket {path}: {exc.strerror}"
+    if not stat.S_ISSOCK(st.st_mode):
+        return f"api.socket {path} exists and is not a socket: remove it or choose another path"
+    if socket_is_live(path):
+        return (f"another process (an amcastd?) is serving api.socket {path}: stop it, or "
+                "give this daemon another api.socket")
+    return None
+
+
+def directory_problem(directory: str, what: str) -> str | None:
+    """Why ``directory`` cannot be used (created if missing, then written), or ``None``."""
+    path = os.path.abspath(directory)
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"{what} {path} cannot be created: {probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        verb = "is not writable" if probe == path else f"cannot be created in {probe}"
+        return f"{what} {path} {verb} (permission denied for this user)"
+    return None
+
+
+def socket_is_live(path: str) -> bool:
+    """Whether a process accepts connections on the unix socket ``path``."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(PROBE_TIMEOUT_S)
+    try:
+        probe.connect(path)
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False  # stale: nobody listens
+    except TimeoutError:
+        return True  # a listener whose backlog is full: alive
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            return False
+        raise
+    finally:
+        probe.close()
+    return True
 
 
 class ApiServer:
@@ -303,19 +425,32 @@ class ApiServer:
         self.sends_paused = False
         self._next_id = 1
         self._server: asyncio.AbstractServer | None = None
+        self._inode: tuple[int, int] | None = None  # (st_dev, st_ino) of the file we made
         self.path = config.socket
+        self.closing: set[ClientConnection] = set()  # told to go, not disconnected yet
+        self._all_closed: asyncio.Event | None = None
+
+    def check(self) -> None:
+        """Raise ``ConfigurationError`` if ``start`` cannot serve on the path (no side
+        effects: the daemon calls it before it opens its logs and sockets)."""
+        problem = socket_path_problem(self.path)
+        if problem is not None:
+            raise ConfigurationError(problem)
 
     async def start(self) -> None:
         path = self.path
+        self.check()
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        if os.path.exists(path):
-            os.unlink(path)  # a stale socket file from a previous run
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a stale socket file from a previous run (nobody answers)
         loop = asyncio.get_running_loop()
         old_umask = os.umask(0o177)  # never world-accessible, not even for a moment
         try:
             self._server = await loop.create_unix_server(self._new_connection, path)
         finally:
             os.umask(old_umask)
+        st = os.stat(path)
+        self._inode = (st.st_dev, st.st_ino)
         if self.config.socket_group:
             try:
                 gid = grp.getgrnam(self.config.socket_group).gr_gid
@@ -337,6 +472,7 @@ class ApiServer:
             return
         for g in conn.groups:
             self.leave(g, conn.id)
+        self.backend.forget_client(conn.id)
 
     def leave(self, group: str, client_id: int) -> None:
         members = self.members_of.get(group)
@@ -392,13 +528,13 @@ class ApiServer:
             if data is None:
                 body = _packb({**header, "batches": [envelopes[k] for k in idx]},
                               use_bin_type=True)
-                data = frames.encode_body(body)
+                data = sp.encode_frame_body(body)
                 encoded[key] = data
             conn.write(data)
         return len(per_client)
 
     def broadcast(self, frame: dict[str, Any]) -> None:
-        data = frames.encode(frame)
+        data = sp.encode_frame(frame)
         for conn in list(self.clients.values()):
             if conn.greeted:
                 conn.write(data)
@@ -407,9 +543,28 @@ class ApiServer:
         if self._server is not None:
             self._server.close()
             self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
+        if self._inode is not None:  # remove the socket file only if it is still ours
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) == self._inode:
+                    os.unlink(self.path)
+            self._inode = None
 
     def close_clients(self, code: str = "shutting_down", detail: str = "") -> None:
         for conn in list(self.clients.values()):
             conn.fail(code, detail or "the daemon is stopping", fatal=True)
+
+    def closed(self, conn: ClientConnection) -> None:
+        self.closing.discard(conn)
+        if not self.closing and self._all_closed is not None:
+            self._all_closed.set()
+
+    async def wait_closed(self, timeout: float) -> None:
+        """Until every connection told to go has gone (its frames flushed), at most
+        ``timeout`` seconds (a client that does not read is aborted after
+        ``close_grace_s`` anyway)."""
+        if not self.closing:
+            return
+        self._all_closed = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._all_closed.wait(), timeout)

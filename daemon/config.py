@@ -10,8 +10,16 @@ values are start-up errors (``ConfigurationError``) naming the offending key.
 override.
 
 The ``[protocol]`` table is handed to the sans-IO engine's ``NodeConfig``
-(``protocols.node_config``) after validating its keys against that dataclass, so the
+(``amcast.protocols.node_config``) after validating its keys against that dataclass, so the
 engine keeps the single definition (and the defaults) of its own knobs.
+
+One limit for one thing: an application message has one maximum size,
+``api.max_message_bytes``. The largest client frame (``ApiSection.max_frame_bytes``) and
+the engine's largest message (``NodeConfig.max_message_size``: one envelope) are derived
+from it by adding the protocol's overheads (``amcast.socket_protocol``); neither is a
+setting, so they can never disagree. ``DaemonConfig.limits`` lists the effective values
+(``amcastd --check`` prints them). Cross-checks make every queue hold at least one
+largest message.
 
 Every key, its unit and its default are documented in ``config/amcastd.toml``.
 """
@@ -26,11 +34,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.node_config import NodeConfig
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from protocols.errors import ConfigurationError
+from amcast import socket_protocol as sp
 
 ENV_PREFIX = "AMCAST_"
+MAX_MESSAGE_BYTES = 1 << 30
+"""Upper bound of ``api.max_message_bytes`` (1 GiB; frames carry a u32 length)."""
 ENV_CONFIG_PATH = "AMCAST_CONFIG"
 
 
@@ -42,6 +54,10 @@ class NodeSection(_Section):
     id: int = Field(0, ge=0, description="this daemon's stable node id")
     members: list[int] = Field(default_factory=lambda: [0], min_length=1)
     seed: int | None = Field(None, description="seed of the engine's random.Random")
+    state_dir: str = Field(
+        "/var/lib/amcast",
+        description="directory of the membership state file (incarnation, ballots, last view)",
+    )
 
     @model_validator(mode="after")
     def _member(self) -> NodeSection:
@@ -78,19 +94,33 @@ class NetworkSection(_Section):
         return value
 
 
+RETIRED_API_KEYS = {
+    "max_frame_bytes": "the frame limit is derived from api.max_message_bytes; remove the key",
+    "submit_queue_frames": "the submit queue is bounded in bytes: api.submit_queue_bytes",
+}
+
+
 class ApiSection(_Section):
     socket: str = "/run/amcast/amcastd.sock"
     socket_mode: int = Field(0o660, ge=0, le=0o777)
     socket_group: str = ""
-    max_frame_bytes: int = Field(1 << 20, ge=1024)
-    max_message_bytes: int = Field(65536, ge=1)
-    max_groups: int = Field(64, ge=1)
-    max_group_name_bytes: int = Field(128, ge=1)
+    max_message_bytes: int = Field(1 << 20, ge=1, le=MAX_MESSAGE_BYTES)
+    max_groups: int = Field(64, ge=1, le=4096)
+    max_group_name_bytes: int = Field(128, ge=1, le=65535)
     max_clients: int = Field(256, ge=1)
     client_queue_high_bytes: int = Field(4 << 20, ge=65536)
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
-    submit_queue_frames: int = Field(1024, ge=1)
+    submit_queue_bytes: int = Field(64 << 20, ge=65536)
     close_grace_s: float = Field(5.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, why in RETIRED_API_KEYS.items():
+                if key in data:
+                    raise ValueError(f"api.{key} is not a setting any more: {why}")
+        return data
 
     @field_validator("socket_mode", mode="before")
     @classmethod
@@ -99,12 +129,31 @@ class ApiSection(_Section):
             return int(value, 8)
         return value
 
+    @property
+    def max_frame_bytes(self) -> int:
+        """Largest frame body a client may send: one largest message plus the frame's
+        other fields (derived from ``max_message_bytes``, never configured)."""
+        return self.max_message_bytes + sp.send_frame_overhead(
+            self.max_groups, self.max_group_name_bytes
+        )
+
     @model_validator(mode="after")
     def _queues(self) -> ApiSection:
         if self.client_queue_max_bytes < self.client_queue_high_bytes:
             raise ValueError("client_queue_max_bytes must be >= client_queue_high_bytes")
-        if self.max_message_bytes > self.max_frame_bytes:
-            raise ValueError("max_message_bytes must be <= max_frame_bytes")
+        frame = self.max_frame_bytes
+        if self.client_queue_max_bytes < self.client_queue_high_bytes + frame:
+            raise ValueError(
+                f"api.client_queue_max_bytes ({self.client_queue_max_bytes}) must be >= "
+                f"client_queue_high_bytes + the largest frame ({self.client_queue_high_bytes} "
+                f"+ {frame}, from api.max_message_bytes), or a reading client could be "
+                "disconnected for one delivery"
+            )
+        if self.submit_queue_bytes < 2 * frame:
+            raise ValueError(
+                f"api.submit_queue_bytes ({self.submit_queue_bytes}) must be >= twice the "
+                f"largest frame ({2 * frame}, from api.max_message_bytes)"
+            )
         return self
 
 
@@ -130,6 +179,11 @@ class SystemdSection(_Section):
 
 class ShutdownSection(_Section):
     grace_s: float = Field(2.0, ge=0)
+    leave_timeout_s: float = Field(1.0, ge=0)
+
+
+class HealthSection(_Section):
+    stall_after_s: float = Field(5.0, gt=0)
 
 
 class DaemonConfig(_Section):
@@ -140,25 +194,84 @@ class DaemonConfig(_Section):
     logs: LogsSection = LogsSection()
     systemd: SystemdSection = SystemdSection()
     shutdown: ShutdownSection = ShutdownSection()
+    health: HealthSection = HealthSection()
     protocol: dict[str, Any] = Field(default_factory=dict)
 
-    def node_config(self) -> Any:
-        """The engine's ``NodeConfig`` built from ``[protocol]`` (validated, typed)."""
-        return build_node_config(self.protocol)
+    def node_config(self) -> NodeConfig:
+        """The engine's ``NodeConfig`` built from ``[protocol]`` (validated, typed), its
+        ``max_message_size`` derived from ``api.max_message_bytes`` (see ``limits``)."""
+        return build_node_config(self.protocol, self.api)
+
+    def limits(self, node_config: NodeConfig | None = None) -> Limits:
+        """The effective size limits (every one derived from ``api.max_message_bytes``)."""
+        nc = self.node_config() if node_config is None else node_config
+        return Limits(
+            max_message_bytes=self.api.max_message_bytes,
+            max_frame_bytes=self.api.max_frame_bytes,
+            envelope_bytes=envelope_bytes(nc.datagram_budget),
+            engine_max_message_size=nc.max_message_size,
+            engine_max_pending_bytes=nc.max_pending_bytes,
+            submit_queue_bytes=self.api.submit_queue_bytes,
+        )
 
 
-def build_node_config(table: Mapping[str, Any]) -> Any:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limits:
+    """Sizes in bytes, all derived from the one knob ``api.max_message_bytes``."""
+
+    max_message_bytes: int
+    """Largest application message: checked once, at the API (``message_too_large``)."""
+    max_frame_bytes: int
+    """Largest frame body a client may send (one largest message plus its fields)."""
+    envelope_bytes: int
+    """Payload bytes per envelope when the daemon splits a many-message frame."""
+    engine_max_message_size: int
+    """The engine's ``NodeConfig.max_message_size``: the largest envelope."""
+    engine_max_pending_bytes: int
+    """The engine's ``NodeConfig.max_pending_bytes`` (>= its max_message_size)."""
+    submit_queue_bytes: int
+    """Hard cap of the daemon's submit queue; past it a send gets ``overloaded``."""
+
+
+ENVELOPE_DATAGRAM_OVERHEAD = 160
+"""Engine header, tag and envelope framing kept free in a datagram (bytes, generous)."""
+
+
+def envelope_bytes(datagram_budget: int) -> int:
+    """Payload bytes per envelope, so that one envelope fits one datagram (bigger single
+    messages get an envelope of their own, which the engine fragments)."""
+    return max(256, datagram_budget - ENVELOPE_DATAGRAM_OVERHEAD)
+
+
+DERIVED_PROTOCOL_KEYS = {
+    "max_message_size": "it is derived from api.max_message_bytes (set that instead)",
+}
+
+
+def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None) -> NodeConfig:
     from pydantic import TypeAdapter
 
-    from protocols.node_config import NodeConfig  # the engine's own definition of its knobs
-
+    api = ApiSection() if api is None else api
     known = {f.name for f in dataclasses.fields(NodeConfig) if f.init}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigurationError(
             f"[protocol]: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
         )
+    for key, why in DERIVED_PROTOCOL_KEYS.items():
+        if key in table:
+            raise ConfigurationError(f"[protocol] {key}: not a setting: {why}")
     values = dict(table)
+    values["max_message_size"] = engine_max_message_size(api, values.get("datagram_budget"))
+    pending = values.get("max_pending_bytes")
+    if pending is None:
+        default = _field_default(NodeConfig, "max_pending_bytes")
+        values["max_pending_bytes"] = max(default, values["max_message_size"])
+    elif isinstance(pending, int) and pending < values["max_message_size"]:
+        raise ConfigurationError(
+            f"[protocol] max_pending_bytes ({pending}) must be >= the largest envelope "
+            f"({values['max_message_size']}, from api.max_message_bytes)"
+        )
     if isinstance(values.get("group_key"), str):
         values["group_key"] = values["group_key"].encode()
     try:
@@ -167,6 +280,21 @@ def build_node_config(table: Mapping[str, Any]) -> Any:
         raise ConfigurationError(f"[protocol]: {_describe(exc)}") from None
     except (ValueError, TypeError) as exc:
         raise ConfigurationError(f"[protocol]: {exc}") from None
+
+
+def engine_max_message_size(api: ApiSection, datagram_budget: Any = None) -> int:
+    """The largest envelope: one largest message (or one split run of small ones) in its
+    envelope (client id, groups, headers)."""
+    budget = datagram_budget if isinstance(datagram_budget, int) else _field_default(
+        NodeConfig, "datagram_budget"
+    )
+    return max(api.max_message_bytes, envelope_bytes(budget)) + sp.envelope_overhead(
+        api.max_groups, api.max_group_name_bytes
+    )
+
+
+def _field_default(cls: Any, name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(cls) if f.name == name)
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
@@ -223,10 +351,13 @@ def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
+        msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             parts.append(f"unknown key {loc}")
+        elif err["type"] == "value_error":
+            parts.append(msg if not loc or msg.startswith(loc) else f"{loc}: {msg}")
         elif loc:
-            parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+            parts.append(f"{loc}: {msg} (got {err.get('input')!r})")
         else:
-            parts.append(str(err["msg"]).removeprefix("Value error, "))
+            parts.append(msg)
     return "; ".join(parts)

@@ -8,10 +8,20 @@ Theory of operation:
   rotating by size to ``.1``, ``.2``, ... (``rotate_keep`` files kept). It is flushed on
   every metrics snapshot and at shutdown, so the hot path costs one formatted string
   and one buffered write per delivered *vertex*.
-- ``DeliveryLog`` writes the records of ``docs/log-schema.md`` (schema 1): ``delivery``
-  per delivered vertex, ``view`` per installed view, into ``delivery.jsonl``; and
-  ``metrics`` snapshots into ``metrics.jsonl``. Delivery records are formatted with an
-  f-string (every field is a number or a fixed identifier), the rest with ``json``.
+- ``DeliveryLog`` writes the records of ``docs/log-schema.md`` (schema 1) into
+  ``delivery.jsonl``: ``start`` once per daemon life, ``delivery`` per delivered vertex,
+  ``view`` per installed view (``primary`` true) and per loss of the primary view
+  (``primary`` false, with the reason), ``gap`` per order gap notice; and ``metrics``
+  snapshots into ``metrics.jsonl``. Membership records (``start``, ``view``, ``gap``) are
+  flushed when written. Every record carries the daemon's ``incarnation``: a
+  restarted daemon appends to the same files, and the Spark job tells its lives apart by
+  it. Delivery records are formatted with an f-string (every field is a number or a
+  fixed identifier), the rest with ``json``.
+- Gap notices: the engine says after which ``(view, position)`` the daemon missed the
+  total order, counting positions in engine payloads (amcastd's envelopes); the log
+  counts them in application messages. ``DeliveryLog`` remembers the last ordered
+  message it logged (view, position) and writes that, the same message in the log's
+  units (see ``gap``).
 """
 
 from __future__ import annotations
@@ -84,14 +94,18 @@ class RotatingJsonl:
 
 
 class DeliveryLog:
-    """The per-node delivery, view and metrics records of ``docs/log-schema.md``."""
+    """The per-node records of ``docs/log-schema.md`` (one daemon life: ``incarnation``)."""
 
     def __init__(
         self, directory: str | Path, node: int, *, rotate_bytes: int, keep: int,
-        deliveries: bool = True,
+        deliveries: bool = True, incarnation: int = 0,
     ) -> None:
         directory = Path(directory)
         self.node = node
+        self.incarnation = incarnation
+        self._head = f'{{"schema":1,"type":"delivery","node":{node},"incarnation":{incarnation},'
+        self.last_ordered: tuple[int, int] | None = None
+        """(view, position) of the last ordered message logged by this life."""
         self._deliveries = (
             RotatingJsonl(directory / "delivery.jsonl", rotate_bytes, keep) if deliveries else None
         )
@@ -107,30 +121,65 @@ class DeliveryLog:
         envelopes: int,
     ) -> None:
         """One ``delivery`` record; the causal service writes null for ordering fields."""
-        if self._deliveries is None:
-            return
         if position is None:
             pos = activation = ntail = unseen = nvt = "null"  # type: ignore[assignment]
         else:
             pos = position  # type: ignore[assignment]
+            self.last_ordered = (view, position + count - 1)
+        if self._deliveries is None:
+            return
         self._deliveries.write(
-            f'{{"schema":1,"type":"delivery","node":{self.node},"view":{view},'
+            f'{self._head}"view":{view},'
             f'"variant":"{variant}","phi":{phi!r},"sender":{sender},"seq":{seq},'
             f'"position":{pos},"count":{count},"bytes":{nbytes},"service":"{service}",'
             f'"activation":{activation},"rule":"{rule}","ntail":{ntail},"unseen":{unseen},'
             f'"nvt":{nvt},"send_ts":{send_ts!r},"ts":{ts!r},"envelopes":{envelopes}}}\n'
         )
 
-    def view(self, *, view: int, members: list[int], ts: float) -> None:
+    def _record(self, kind: str, ts: float, **fields: Any) -> None:
+        """A membership record, flushed at once (they are rare): a daemon killed later
+        keeps its view history, and the deliveries logged before it."""
         self._views.write(json.dumps({
-            "schema": SCHEMA, "type": "view", "node": self.node, "ts": ts, "view": view,
-            "members": members,
+            "schema": SCHEMA, "type": kind, "node": self.node, "incarnation": self.incarnation,
+            "ts": ts, **fields,
         }) + "\n")
+        self._views.flush()
+
+    def start(self, *, members: list[int], ts: float) -> None:
+        """The ``start`` record of this daemon life: its potential members (the list)."""
+        self._record("start", ts, members=list(members))
+
+    def view(
+        self, *, view: int, members: list[int], ts: float, previous: int | None = None,
+        joined: list[int] | tuple[int, ...] = (), left: list[int] | tuple[int, ...] = (),
+        excluded: list[int] | tuple[int, ...] = (),
+    ) -> None:
+        """A primary view installed (``ViewInstalled``); ``previous`` 0 or None: none."""
+        self._record("view", ts, view=view, primary=True, members=list(members),
+                     previous=previous or None, joined=list(joined), left=list(left),
+                     excluded=list(excluded))
+
+    def lost(self, *, view: int, reason: str, reachable: list[int], ts: float) -> None:
+        """No longer in a primary view (``QuorumLost``): a ``view`` record, primary false."""
+        self._record("view", ts, view=view, primary=False, members=list(reachable),
+                     reason=reason)
+
+    def gap(self, *, view: int, after: tuple[int, int] | None, ts: float) -> None:
+        """An order gap notice (``OrderGap``) before the first delivery in ``view``.
+
+        ``after`` is the engine's (view, position) of the last ordered payload delivered
+        here, or None (nothing remembered). The engine counts positions in payloads
+        (amcastd's envelopes), the log in application messages: the record's ``after`` is
+        the last ordered message this life logged, the same message in the log's units
+        (null when the engine remembers nothing, or this life logged nothing ordered)."""
+        last = self.last_ordered if after is not None else None
+        self._record("gap", ts, view=view, after=None if last is None else list(last))
 
     def metrics(self, record: dict[str, Any]) -> None:
-        self._metrics.write(
-            json.dumps({"schema": SCHEMA, "type": "metrics", "node": self.node, **record}) + "\n"
-        )
+        self._metrics.write(json.dumps({
+            "schema": SCHEMA, "type": "metrics", "node": self.node,
+            "incarnation": self.incarnation, **record,
+        }) + "\n")
         self.flush()
 
     def flush(self) -> None:

@@ -1,7 +1,9 @@
 """``amcastd``: parse the command line, load the config, run the daemon on uvloop.
 
 Exit status: 0 after a clean shutdown, 2 for a configuration or set-up error (one
-log line saying what is wrong and what to do), 1 for anything unexpected.
+log line saying what is wrong and what to do; among them another daemon already serving
+``api.socket``), 1 for anything unexpected. ``--check`` makes the daemon's own start-up
+checks (``amcast.daemon.preflight``) and exits 0 or 2 in exactly the same cases.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ import sys
 from collections.abc import Sequence
 
 import structlog
+from amcast.daemon.config import load_config
+from amcast.daemon.logs import configure_logging
+from amcast.protocols.errors import ConfigurationError
 
 from amcast import __version__
-from daemon.config import load_config
-from daemon.logs import configure_logging
-from protocols.errors import ConfigurationError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", "-c", help="TOML config file (default: $AMCAST_CONFIG)")
     parser.add_argument("--check", action="store_true",
-                        help="validate the configuration, print it as JSON and exit")
+                        help="check the configuration as the daemon would at start-up (engine, "
+                        "socket, log directory, interface, ports), print the effective "
+                        "configuration as JSON and exit")
     parser.add_argument("--version", action="version", version=f"amcastd {__version__}")
     return parser
 
@@ -39,17 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.config, os.environ)
         configure_logging(config.logs.level, config.logs.format)
         if args.check:
-            config.node_config()
-            shown = config.model_dump(mode="json")
-            if "group_key" in shown["protocol"]:
-                shown["protocol"]["group_key"] = "<set, not shown>"
-            print(json.dumps(shown, indent=2))
+            from amcast.daemon.preflight import check
+
+            print(json.dumps(check(config), indent=2))
             return 0
         import uvloop
+        from amcast.daemon.runner import Daemon
 
-        from daemon.runner import Daemon
-
-        daemon = Daemon(config, environ=os.environ)
+        daemon = Daemon(config, environ=os.environ,
+                        reload=lambda: load_config(args.config, os.environ))
         return uvloop.run(daemon.run())
     except ConfigurationError as exc:
         log.error("amcastd cannot start", error=str(exc))

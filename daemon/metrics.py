@@ -1,12 +1,24 @@
-"""Prometheus metrics of one daemon, read at scrape time from plain counters.
+"""Prometheus metrics of one daemon, read at scrape time from an immutable snapshot.
 
 Theory of operation: the hot path never touches a Prometheus object per message. The
 daemon keeps cumulative counters as plain attributes of ``Counters`` (bumped once per
-batch) and the engine keeps its own (``Node.stats``); ``AmcastCollector`` turns both into
-metric families when Prometheus scrapes. Only the per-batch histograms (delivery latency,
-Ntail at delivery) are prometheus-client ``Histogram`` objects, observed once per
-delivered vertex. ``serve`` starts prometheus-client's HTTP server on the configured
-address (default 127.0.0.1) with a private registry.
+batch) and the engine keeps its own (``Node.stats``). Prometheus scrapes on
+prometheus-client's HTTP thread, which must not read that live state while the event
+loop changes it: the daemon builds a ``MetricsSnapshot`` *on the event loop* (a frozen
+dataclass of numbers and read-only mappings, ``MetricsSnapshot.build``), on request of
+the scrape thread and periodically, and ``AmcastCollector`` only ever reads the snapshot
+its ``source`` returns. Only the per-batch histograms (delivery latency, Ntail at
+delivery) are prometheus-client ``Histogram`` objects, observed once per delivered
+vertex on the loop; prometheus-client makes those safe to read from its thread.
+``serve`` starts prometheus-client's HTTP server on the configured address (default
+127.0.0.1) with a private registry.
+
+Membership: ``Metrics.count_event`` counts the Node's membership events on the loop
+(suspicions by peer, members removed from views by cause, lost primary views by reason,
+own messages in doubt, and the flush-duration histogram); the snapshot also copies
+``Node.peers()`` and ``Node.quorum`` and turns each peer's ``last_heard`` (daemon clock)
+into seconds of silence at ``taken_at``. Labelled counters whose label values are known
+in advance start at 0, so ``increase()`` sees their first event.
 
 Names follow the Prometheus conventions: ``amcast_`` prefix, ``_total`` for counters,
 base units (seconds, bytes). The list is in ``docs/daemon.md``.
@@ -17,34 +29,181 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
+from amcast.protocols.events import (
+    FlushCompleted,
+    MemberSuspected,
+    MessagesInDoubt,
+    QuorumLost,
+    ViewInstalled,
+)
 from prometheus_client import CollectorRegistry, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from amcast import socket_protocol as sp
 
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 )
 NTAIL_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+FLUSH_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)
+EXCLUSION_CAUSES = ("excluded", "left")
+"""``ViewInstalled.excluded`` (crashed, paused, cut off, restarted) and ``.left`` (graceful)."""
+QUORUM_LOST_REASONS = ("no_quorum", "excluded", "paused", "left")
+"""``QuorumLost.reason``."""
+IN_DOUBT_OUTCOMES = ("undelivered", "delivered_here")
+"""``MessagesInDoubt.payloads`` (not delivered here either: the clients are told
+``undelivered``) and ``.delivered_here`` (delivered here, not by the primary component)."""
 
 
 @dataclasses.dataclass
 class Counters:
     """The daemon's own cumulative counters (the engine's are in ``Node.stats``)."""
 
+    messages_accepted: int = 0
+    """Messages of send frames accepted from local clients (queued or submitted)."""
     messages_sent: int = 0
+    """Messages handed to the engine."""
     message_bytes_sent: int = 0
     messages_delivered: int = 0
     message_bytes_delivered: int = 0
     batches_delivered: int = 0
     deliveries_to_clients: int = 0
     backpressure_events: int = 0
+    own_messages_delivered: int = 0
+    messages_reported_undelivered: int = 0
     drops: Counter[str] = dataclasses.field(default_factory=Counter)
     client_errors: Counter[str] = dataclasses.field(default_factory=Counter)
     clients_disconnected: Counter[str] = dataclasses.field(default_factory=Counter)
     rules: Counter[tuple[str, str]] = dataclasses.field(default_factory=Counter)
     services: Counter[str] = dataclasses.field(default_factory=Counter)
+    suspicions: Counter[int] = dataclasses.field(default_factory=Counter)
+    """``MemberSuspected``, by suspected node."""
+    exclusions: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Members the installed views removed, by cause (``EXCLUSION_CAUSES``)."""
+    quorum_lost: Counter[str] = dataclasses.field(default_factory=Counter)
+    """``QuorumLost``, by reason (``QUORUM_LOST_REASONS``)."""
+    in_doubt: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Own application messages of ``MessagesInDoubt``, by outcome (``IN_DOUBT_OUTCOMES``)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PeerSample:
+    """One other listed daemon as ``Node.peers()`` saw it when the snapshot was taken."""
+
+    silent_s: float
+    """Seconds since its last datagram (since this daemon started: never heard)."""
+    alive: bool
+    in_view: bool
+
+
+def _messages(envelopes: tuple[bytes, ...]) -> int:
+    """Application messages in own envelopes (an undecodable one counts as one)."""
+    total = 0
+    for payload in envelopes:
+        env = sp.decode_envelope(payload)
+        total += 1 if env is None else len(env[2])
+    return total
+
+
+def _peer_samples(
+    peers: Mapping[int, Mapping[str, Any]], taken_at: float, started: float,
+) -> Mapping[int, PeerSample]:
+    out = {}
+    for node, info in peers.items():
+        heard = info.get("last_heard")
+        since = started if heard is None else float(heard)
+        out[int(node)] = PeerSample(max(0.0, taken_at - since), bool(info.get("alive")),
+                                    bool(info.get("in_view")))
+    return MappingProxyType(out)
+
+
+def _empty() -> Mapping[Any, Any]:
+    return MappingProxyType({})
+
+
+def _frozen(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MetricsSnapshot:
+    """Everything a scrape reports, copied on the event loop; never changes afterwards."""
+
+    taken_at: float
+    counters: Mapping[str, int]
+    """The scalar fields of ``Counters``."""
+    drops: Mapping[str, int]
+    client_errors: Mapping[str, int]
+    clients_disconnected: Mapping[str, int]
+    rules: Mapping[tuple[str, str], int]
+    services: Mapping[str, int]
+    clients: int
+    queued: int
+    queued_max: int
+    submit_queue_frames: int
+    submit_queue_bytes: int
+    view: int
+    members: int
+    healthy: bool
+    transport: Mapping[str, int]
+    """datagrams_sent, datagrams_received, bytes_sent, bytes_received."""
+    engine: Mapping[str, float]
+    """The numeric fields of ``Node.stats``."""
+    engine_kinds: Mapping[str, Mapping[str, int]]
+    """The per-kind (dict-valued) fields of ``Node.stats``."""
+    primary: bool = False
+    """In a primary view (``Daemon.primary``)."""
+    quorum: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+    """``Node.quorum``: needed, listed, reachable."""
+    peers: Mapping[int, PeerSample] = dataclasses.field(default_factory=_empty)
+    suspicions: Mapping[int, int] = dataclasses.field(default_factory=_empty)
+    exclusions: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+    quorum_lost: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+    in_doubt: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+
+    @classmethod
+    def build(
+        cls, *, taken_at: float, counters: Counters, send_errors: Mapping[str, int],
+        queued: list[int], submit_queue_frames: int, submit_queue_bytes: int, view: int,
+        members: int, healthy: bool, transport: Mapping[str, int], engine: Any,
+        primary: bool = False, quorum: Mapping[str, int] | None = None,
+        peers: Mapping[int, Mapping[str, Any]] | None = None, started: float | None = None,
+    ) -> MetricsSnapshot:
+        """Copy the live state (call on the event loop). ``peers`` is ``Node.peers()``
+        (``last_heard`` in the clock of ``taken_at``), ``started`` when the daemon
+        started (the silence of a peer never heard counts from there)."""
+        peers = peers or {}
+        scalars = {
+            f.name: getattr(counters, f.name) for f in dataclasses.fields(counters)
+            if isinstance(getattr(counters, f.name), int)
+        }
+        return cls(
+            taken_at=taken_at, counters=_frozen(scalars),
+            drops=_frozen(counters.drops + Counter(send_errors)),
+            client_errors=_frozen(counters.client_errors),
+            clients_disconnected=_frozen(counters.clients_disconnected),
+            rules=_frozen(counters.rules), services=_frozen(counters.services),
+            clients=len(queued), queued=sum(queued), queued_max=max(queued, default=0),
+            submit_queue_frames=submit_queue_frames, submit_queue_bytes=submit_queue_bytes,
+            view=view, members=members, healthy=healthy, transport=_frozen(transport),
+            engine=_frozen(engine_stats(engine)),
+            engine_kinds=MappingProxyType(
+                {k: _frozen(v) for k, v in engine_kinds(engine).items()}
+            ),
+            primary=primary, quorum=_frozen(quorum or {}),
+            peers=_peer_samples(peers, taken_at, taken_at if started is None else started),
+            suspicions=_frozen({**dict.fromkeys(map(int, peers), 0), **counters.suspicions}),
+            exclusions=_frozen({**dict.fromkeys(EXCLUSION_CAUSES, 0), **counters.exclusions}),
+            quorum_lost=_frozen({**dict.fromkeys(QUORUM_LOST_REASONS, 0),
+                                 **counters.quorum_lost}),
+            in_doubt=_frozen({**dict.fromkeys(IN_DOUBT_OUTCOMES, 0), **counters.in_doubt}),
+        )
 
 
 # Engine statistics that have a conventional name; any other numeric field of
@@ -64,7 +223,16 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
                         "bytes of data datagrams the engine produced"),
     "backpressure_events": ("amcast_engine_backpressure_events_total",
                             "submits the engine refused"),
+    "views_installed": ("amcast_views_installed_total", "primary views this daemon installed"),
+    "flushes": ("amcast_flushes_total", "views closed here by a flush (virtual synchrony)"),
+    "flush_deliveries": ("amcast_flush_deliveries_total",
+                         "envelopes delivered while closing a view (the rest of its DAG)"),
+    "messages_in_doubt": ("amcast_envelopes_in_doubt_total",
+                          "own envelopes of a view this daemon was excluded from that the "
+                          "primary component did not deliver (never re-sent)"),
 }
+ENGINE_SKIPPED = frozenset({"view_id", "primary"})
+"""``Node.stats`` fields the daemon exports itself (``amcast_view_id``, ``amcast_primary``)."""
 ENGINE_GAUGES: dict[str, tuple[str, str]] = {
     "pending_dag_size": ("amcast_dag_vertices", "vertices held or waiting for total order"),
     "window_occupancy": ("amcast_window_occupancy", "own unstable vertices (send window)"),
@@ -101,47 +269,49 @@ def engine_stats(stats: Any) -> dict[str, float]:
 
 
 class AmcastCollector(Collector):
-    """Builds the metric families from ``state()`` when scraped."""
+    """Builds the metric families from the snapshot ``source()`` returns, nothing else."""
 
-    def __init__(self, state: Callable[[], dict[str, Any]]) -> None:
-        self._state = state
+    def __init__(self, source: Callable[[], MetricsSnapshot]) -> None:
+        self._source = source
 
     def collect(self) -> Iterator[Metric]:
-        s = self._state()
-        c: Counters = s["counters"]
+        s = self._source()
+        c = s.counters
 
         def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
             return CounterMetricFamily(name.removesuffix("_total"), doc, value=value)
 
         yield counter("amcast_messages_sent_total", "application messages submitted",
-                      c.messages_sent)
+                      c["messages_sent"])
         yield counter("amcast_message_bytes_sent_total", "payload bytes submitted",
-                      c.message_bytes_sent)
+                      c["message_bytes_sent"])
         yield counter("amcast_messages_delivered_total", "application messages delivered",
-                      c.messages_delivered)
+                      c["messages_delivered"])
         yield counter("amcast_message_bytes_delivered_total", "payload bytes delivered",
-                      c.message_bytes_delivered)
+                      c["message_bytes_delivered"])
         fam = CounterMetricFamily("amcast_batches_delivered", "DAG vertices delivered",
                                   labels=["service"])
-        for service, n in sorted(c.services.items()):
+        for service, n in sorted(s.services.items()):
             fam.add_metric([service], n)
         yield fam
         yield counter("amcast_client_deliveries_total", "deliver frames written to clients",
-                      c.deliveries_to_clients)
-        yield counter("amcast_datagrams_sent_total", "datagrams sent", s["datagrams_sent"])
+                      c["deliveries_to_clients"])
+        t = s.transport
+        yield counter("amcast_datagrams_sent_total", "datagrams sent", t["datagrams_sent"])
         yield counter("amcast_datagrams_received_total", "datagrams received",
-                      s["datagrams_received"])
-        yield counter("amcast_datagram_bytes_sent_total", "datagram bytes sent", s["bytes_sent"])
+                      t["datagrams_received"])
+        yield counter("amcast_datagram_bytes_sent_total", "datagram bytes sent", t["bytes_sent"])
         yield counter("amcast_datagram_bytes_received_total", "datagram bytes received",
-                      s["bytes_received"])
+                      t["bytes_received"])
         yield counter("amcast_backpressure_events_total", "submits refused for a full window",
-                      c.backpressure_events)
+                      c["backpressure_events"])
         for name, doc, labels, values in (
-            ("amcast_drops", "datagrams dropped, by reason", "reason", c.drops),
+            ("amcast_drops", "datagrams dropped and events not handled, by reason", "reason",
+             s.drops),
             ("amcast_client_errors", "error frames sent to clients, by code", "code",
-             c.client_errors),
+             s.client_errors),
             ("amcast_clients_disconnected", "clients disconnected, by reason", "reason",
-             c.clients_disconnected),
+             s.clients_disconnected),
         ):
             fam = CounterMetricFamily(name, doc, labels=[labels])
             for key, n in sorted(values.items()):
@@ -150,29 +320,40 @@ class AmcastCollector(Collector):
         fam = CounterMetricFamily("amcast_deliveries_by_rule",
                                   "vertices delivered, by ordering variant and rule",
                                   labels=["variant", "rule"])
-        for (variant, rule), n in sorted(c.rules.items()):
+        for (variant, rule), n in sorted(s.rules.items()):
             fam.add_metric([variant, rule], n)
         yield fam
         gauges = {
-            "amcast_clients_connected": ("local clients connected", s["clients"]),
-            "amcast_client_queue_bytes": ("bytes queued to local clients (sum)", s["queued"]),
+            "amcast_clients_connected": ("local clients connected", s.clients),
+            "amcast_client_queue_bytes": ("bytes queued to local clients (sum)", s.queued),
             "amcast_client_queue_max_bytes": ("bytes queued to the fullest client",
-                                              s["queued_max"]),
-            "amcast_submit_queue_frames": ("send frames waiting for window space",
-                                           s["submit_queue"]),
-            "amcast_view_id": ("id of the installed view", s["view"]),
-            "amcast_view_members": ("members of the installed view", s["members"]),
+                                              s.queued_max),
+            "amcast_submit_queue_frames": ("envelopes waiting for window space",
+                                           s.submit_queue_frames),
+            "amcast_submit_queue_bytes": ("bytes charged to the submit queue",
+                                          s.submit_queue_bytes),
+            "amcast_view_id": ("id of the installed view (the last one while not primary)",
+                               s.view),
+            "amcast_view_members": ("members of the installed view (the last one while not "
+                                    "primary)", s.members),
+            "amcast_healthy": ("1 when the daemon reports itself healthy (status health)",
+                               int(s.healthy)),
+            "amcast_metrics_snapshot_timestamp_seconds": (
+                "when the scraped snapshot was taken (daemon clock, Unix s)", s.taken_at),
         }
         for name, (doc, value) in gauges.items():
             yield GaugeMetricFamily(name, doc, value=value)
-        for key, by_kind in engine_kinds(s["engine"]).items():
+        yield from _membership(s)
+        for key, by_kind in s.engine_kinds.items():
             name, doc = ENGINE_BY_KIND[key]
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["kind"])
             for kind, n in sorted(by_kind.items()):
                 fam.add_metric([kind], n)
             yield fam
         seen: set[str] = set()
-        for key, value in sorted(engine_stats(s["engine"]).items()):
+        for key, value in sorted(s.engine.items()):
+            if key in ENGINE_SKIPPED:
+                continue
             if key in ENGINE_COUNTERS:
                 name, doc = ENGINE_COUNTERS[key]
                 if name not in seen:
@@ -188,12 +369,60 @@ class AmcastCollector(Collector):
                                         value=value)
 
 
-class Metrics:
-    """The registry, its collector and the two per-batch histograms."""
+def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
+    """The membership families of a snapshot (issue 12)."""
+    q = s.quorum
+    for name, doc, value in (
+        ("amcast_primary", "1 while this daemon is in a primary view (orders messages)",
+         int(s.primary)),
+        ("amcast_listed_members", "potential members listed in node.members",
+         q.get("listed", 0)),
+        ("amcast_quorum_needed", "members a primary view needs (strict majority of the "
+         "listed members, or protocol.expected_votes)", q.get("needed", 0)),
+        ("amcast_quorum_reachable", "listed daemons this one hears (itself included)",
+         q.get("reachable", 0)),
+    ):
+        yield GaugeMetricFamily(name, doc, value=value)
+    heard = GaugeMetricFamily(
+        "amcast_peer_last_heard_seconds",
+        "seconds since the last datagram from this peer (since this daemon started if "
+        "never heard)", labels=["peer"])
+    alive = GaugeMetricFamily("amcast_peer_alive", "1 while this peer is not suspected",
+                              labels=["peer"])
+    in_view = GaugeMetricFamily("amcast_peer_in_view",
+                                "1 while this peer is a member of the installed view",
+                                labels=["peer"])
+    for node, peer in sorted(s.peers.items()):
+        heard.add_metric([str(node)], peer.silent_s)
+        alive.add_metric([str(node)], int(peer.alive))
+        in_view.add_metric([str(node)], int(peer.in_view))
+    yield from (heard, alive, in_view)
+    for name, doc, label, values in (
+        ("amcast_member_suspicions", "members of the view suspected after suspect_timeout "
+         "of silence, by peer", "peer", s.suspicions),
+        ("amcast_member_exclusions", "members the views installed here removed, by cause: "
+         "excluded (crashed, paused, cut off or restarted), left (graceful leave)", "cause",
+         s.exclusions),
+        ("amcast_quorum_lost", "times this daemon dropped out of the primary component, by "
+         "reason (no_quorum, excluded, paused, left)", "reason", s.quorum_lost),
+        ("amcast_messages_in_doubt", "own messages of a view this daemon was excluded from "
+         "that the primary component did not deliver; amcast never re-sends them after a "
+         "view change: undelivered = reported to the client as undelivered, delivered_here "
+         "= delivered here in the view's last moments but not by the primary component",
+         "outcome", s.in_doubt),
+    ):
+        fam = CounterMetricFamily(name, doc, labels=[label])
+        for key, n in sorted(values.items(), key=lambda kv: str(kv[0])):
+            fam.add_metric([str(key)], n)
+        yield fam
 
-    def __init__(self, state: Callable[[], dict[str, Any]]) -> None:
+
+class Metrics:
+    """The registry, its collector, the two per-batch histograms and the flush one."""
+
+    def __init__(self, source: Callable[[], MetricsSnapshot]) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(AmcastCollector(state))
+        self.registry.register(AmcastCollector(source))
         self.latency = Histogram(
             "amcast_delivery_latency_seconds",
             "send (sender's clock) to local delivery, per delivered vertex",
@@ -203,7 +432,27 @@ class Metrics:
             "amcast_delivery_ntail", "Ntail(G) at delivery, per delivered vertex",
             labelnames=["variant"], buckets=NTAIL_BUCKETS, registry=self.registry,
         )
+        self.flush_duration = Histogram(
+            "amcast_flush_duration_seconds",
+            "view change: from freezing the old view to installing the next one, per flush",
+            buckets=FLUSH_BUCKETS, registry=self.registry,
+        )
         self._server: Any = None
+
+    def count_event(self, counters: Counters, ev: object) -> None:
+        """Count one membership event of ``Node.events()`` (on the event loop)."""
+        if isinstance(ev, ViewInstalled):
+            counters.exclusions["excluded"] += len(ev.excluded)
+            counters.exclusions["left"] += len(ev.left)
+        elif isinstance(ev, QuorumLost):
+            counters.quorum_lost[str(ev.reason)] += 1
+        elif isinstance(ev, MemberSuspected):
+            counters.suspicions[int(ev.node)] += 1
+        elif isinstance(ev, FlushCompleted):
+            self.flush_duration.observe(max(0.0, ev.duration_s))
+        elif isinstance(ev, MessagesInDoubt):
+            counters.in_doubt["undelivered"] += _messages(ev.payloads)
+            counters.in_doubt["delivered_here"] += _messages(ev.delivered_here)
 
     def serve(self, address: str, port: int) -> int:
         """Start the HTTP endpoint; returns the bound port (``port=0`` picks one)."""

@@ -59,7 +59,7 @@ class Notifier:
         return self.send("WATCHDOG=1")
 
     def status(self, text: str) -> bool:
-        return self.send(f"STATUS={text}")
+        return self.send(f"STATUS={text}", f"MAINPID={os.getpid()}")
 
     def close(self) -> None:
         if self._sock is not None:

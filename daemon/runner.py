@@ -4,132 +4,190 @@ Theory of operation: ``Daemon.run`` opens the multicast transport, the API socke
 the metrics endpoint, then lets the event loop (uvloop) call back:
 
 - a readable multicast socket hands a *list* of datagrams to ``Node.receive_datagram``;
-- a client ``send`` frame becomes one envelope (``daemon.envelope``) and one
-  ``Node.submit``; when the engine's window is full (``BackpressureError``) the envelope
-  waits in a short queue and every client's reading is paused until the window opens;
+- a client ``send`` frame is accepted whole or refused whole (an ``error`` frame with the
+  frame's ``id``). Accepted, it becomes envelopes (``amcast.socket_protocol``) entered in
+  the ``Ledger`` (``amcast.daemon.submitq``) and handed to ``Node.submit``; when the
+  engine's window is full (``BackpressureError``) they wait in the ``SubmitQueue`` and
+  every client's reading is paused until the queue has drained into the engine
+  (backpressure, not refusal: only past the queue's byte cap is a frame refused with
+  ``overloaded``);
 - the engine's single timer is one ``loop.call_later`` handle, re-armed after every
   input when ``Node.next_timer()`` changed.
 
 Every input only *requests* a pump (``loop.call_soon``, coalesced), so one pump per loop
 iteration drains ``datagrams_to_send()`` to the socket and ``events()`` to the clients,
-the logs and the metrics, whatever number of inputs arrived. The daemon decides nothing
-about order: it numbers application messages in the order the engine delivers vertices.
+the logs and the metrics, whatever number of inputs arrived. An exception raised while
+handling one event (or inside one engine call) is a counted drop
+(``drops{reason="event_handler_error"}`` or ``"engine_error"``) and a log line; the other
+events of the batch still go out and the timer is always re-armed. The daemon decides
+nothing about order: it numbers application messages in the order the engine delivers
+vertices, and logs the threshold phi the engine reports (``Node.phi``).
+
+Health (``status`` reply, ``amcast_healthy``): when own messages or DAG vertices are
+pending and nothing was delivered for ``health.stall_after_s``, the daemon cannot order
+and says so. Metrics: the scrape thread reads only ``MetricsSnapshot`` objects built on
+the event loop (``amcast.daemon.metrics``).
 
 The clock handed to the engine is ``time.monotonic()`` shifted once at start-up onto
 Unix time, so it never jumps and ``send_ts`` reads as wall-clock seconds in the logs.
 
 Shutdown (SIGTERM/SIGINT): systemd ``STOPPING=1``, stop accepting (the socket file is
-removed), pause client sends, keep pumping until this node's own submitted messages are
-delivered locally or ``shutdown.grace_s`` passes, tell clients ``shutting_down`` (their
-queued deliveries are flushed first), close the multicast sockets, write a last metrics
-snapshot and close the logs.
+removed), pause client sends, keep pumping until this node's accepted messages are
+delivered locally or ``shutdown.grace_s`` passes, report each send frame whose messages
+this daemon did not deliver (``undelivered``, from the ledger), tell clients
+``shutting_down`` (their queued deliveries are flushed first), close the multicast
+sockets, write a last metrics snapshot and close the logs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import copy
+import concurrent.futures
+import contextlib
 import random
 import signal
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-
-from daemon import envelope
-from daemon.api import ApiServer, ClientConnection
-from daemon.config import DaemonConfig
-from daemon.logs import DeliveryLog
-from daemon.metrics import Counters, Metrics, engine_stats
-from daemon.notify import Notifier
-from daemon.transport import MulticastTransport
-from protocols.errors import BackpressureError
-from protocols.events import (
+from amcast.daemon.api import ApiServer, ClientConnection
+from amcast.daemon.config import DaemonConfig
+from amcast.daemon.logs import DeliveryLog
+from amcast.daemon.metrics import Counters, Metrics, MetricsSnapshot, engine_stats
+from amcast.daemon.notify import Notifier
+from amcast.daemon.state import StateFile
+from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
+from amcast.daemon.transport import MulticastTransport
+from amcast.protocols.errors import BackpressureError, ClientError
+from amcast.protocols.events import (
     BackpressureApplied,
     BackpressureReleased,
     BatchDelivered,
     DatagramDropped,
+    FlushCompleted,
+    JoinRefused,
+    MemberSuspected,
+    MessagesInDoubt,
+    OrderGap,
+    QuorumLost,
     ServiceLevel,
+    ViewInstalled,
+    ViewProposed,
 )
-from protocols.node import Node
+from amcast.protocols.membership.quorum import has_quorum
+from amcast.protocols.node import Node
+
+from amcast import socket_protocol as sp
 
 log = structlog.get_logger("amcastd")
-ENVELOPE_OVERHEAD = 160  # engine header + tag + envelope framing, bytes (generous)
+LEVELS = {level.value: level for level in ServiceLevel}
+TICK_S = 1.0  # health bookkeeping and the periodic metrics snapshot
+SCRAPE_WAIT_S = 1.0  # a scrape waits this long for a fresh snapshot from the loop
+TIMER_RETRY_S = 0.1  # when the engine's next_timer() fails, pump again after this
+Item = tuple[bytes, ServiceLevel, int, int, Entry, int]
+"""A queued envelope: (envelope, service, messages, payload bytes, ledger entry, client)."""
 
 
 class Daemon:
-    def __init__(self, config: DaemonConfig, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, config: DaemonConfig, *, environ: Mapping[str, str] | None = None,
+        node_factory: Callable[..., Node] = Node,
+        reload: Callable[[], DaemonConfig] | None = None,
+    ) -> None:
         self.config = config
+        self._reload = reload
         self.node_id = config.node.id
         self._clock_offset = time.time() - time.monotonic()
         self.started = self.now()
         self.node_config = config.node_config()
+        self.limits = config.limits(self.node_config)
         self.variant = str(self.node_config.rule)
-        phi = self.node_config.phi
-        self.phi = float(len(config.node.members) / 2 if phi is None else phi)
         # one envelope should fit one datagram (the engine fragments bigger ones)
-        self.envelope_bytes = max(256, self.node_config.datagram_budget - ENVELOPE_OVERHEAD)
+        self.envelope_bytes = self.limits.envelope_bytes
         seed = config.node.seed
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().random())
+        self._node_factory = node_factory
         self.view_id = 0
         self.members = list(config.node.members)
         self.counters = Counters()
-        self.position = 0  # next total-order position, in application messages
-        self.own_outstanding = 0  # own application messages not yet delivered here
+        self.position = 0  # next total-order position in the current view, in app messages
+        self.position_view = 0  # the view ``position`` counts in
+        self.primary = False
+        self.last_change: dict[str, Any] = {}
+        """The last view change: view, primary, when, and its cause (joined, left,
+        excluded members; or why the primary view was lost)."""
+        self.state = StateFile(config.node.state_dir, self.node_id)
+        self.own_outstanding = 0  # own application messages in the engine, not delivered here
+        self.queue = SubmitQueue(self.limits.submit_queue_bytes)
+        self.ledger = Ledger()
+        self.last_delivery = self.started
+        self._pending_since: float | None = None
         self.notifier = Notifier(environ)
         self.node: Node | None = None
         self.api = ApiServer(config.api, self)
         self.transport: MulticastTransport | None = None
-        self.metrics = Metrics(self._metrics_state)
+        self.metrics = Metrics(self._scrape_snapshot)
         self.metrics_port: int | None = None
         self.dlog: DeliveryLog | None = None
-        self._blocked: collections.deque[tuple[bytes, ServiceLevel, int, int]] = (
-            collections.deque()
-        )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._pump_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._stop = asyncio.Event()
         self.ready = asyncio.Event()  # set once serving (tests, embedding)
+        self.in_primary_view = asyncio.Event()  # set while in a primary view
         self._flushed: asyncio.Event | None = None
+        self._left: asyncio.Event | None = None
         self._periodic: list[asyncio.TimerHandle] = []
-        self._engine_stats: Any = None
+        self._metrics_snapshot: MetricsSnapshot | None = None
         self.stopping = False
 
     def now(self) -> float:
         return time.monotonic() + self._clock_offset
 
+    @property
+    def phi(self) -> float | None:
+        """The threshold the ordering engine uses (``Node.phi``), once the node exists."""
+        return None if self.node is None else self.node.phi
+
     # ---- lifecycle ---------------------------------------------------------------
     async def run(self) -> int:
         loop = self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         cfg = self.config
-        self.node = Node(
+        self.api.check()  # e.g. another daemon serves this socket: touch nothing of it
+        self.state.prepare()
+        self.node = self._node_factory(
             self.node_config, node_id=self.node_id, members=list(cfg.node.members),
-            rng=self.rng, now=self.now(),
+            rng=self.rng, now=self.now(), durable=self.state.load(),
+            incarnation_floor=int(time.time() * 1000),
         )
         self.dlog = DeliveryLog(
             cfg.logs.dir, self.node_id, rotate_bytes=cfg.logs.rotate_bytes,
             keep=cfg.logs.rotate_keep, deliveries=cfg.logs.delivery_log,
+            incarnation=self.node.incarnation,
         )
-        self.dlog.view(view=self.view_id, members=self.members, ts=self.now())
+        self.dlog.start(members=self.members, ts=self.now())
         try:
             self.transport = MulticastTransport(cfg.network)
             self.transport.on_send_error = self._log_send_error
             await self.api.start()
+            self._take_metrics_snapshot()
             if cfg.metrics.enabled:
                 self.metrics_port = self.metrics.serve(cfg.metrics.address, cfg.metrics.port)
         except BaseException:
             self._close_resources()
             raise
         self.transport.start(loop, self._on_datagrams)
-        self._copy_engine_stats()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop, sig.name)
+        if self._reload is not None:
+            loop.add_signal_handler(signal.SIGHUP, self.reload)
         self._every(cfg.logs.snapshot_interval_s, self._snapshot)
-        self._every(1.0, self._copy_engine_stats)
+        self._every(TICK_S, self._tick)
         if cfg.systemd.watchdog and self.notifier.watchdog_interval_s:
             self._every(self.notifier.watchdog_interval_s, self.notifier.watchdog)
         self._request_pump()
@@ -137,13 +195,45 @@ class Daemon:
             "amcastd ready", node=self.node_id, members=self.members,
             group=f"{cfg.network.group}:{cfg.network.port}", interface=cfg.network.interface,
             socket=self.api.path, metrics_port=self.metrics_port, log_dir=cfg.logs.dir,
-            rcvbuf=self.transport.rcvbuf, variant=self.variant,
+            rcvbuf=self.transport.rcvbuf, variant=self.variant, phi=self.phi,
+            max_message_bytes=self.limits.max_message_bytes,
         )
         self.notifier.ready(f"node {self.node_id} serving {self.api.path}")
         self.ready.set()
         await self._stop.wait()
         await self._shutdown()
         return 0
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the configuration; a changed ``node.members`` takes effect at
+        the next view change (``Node.reconfigure``); any other change needs a restart
+        and is only logged. A configuration that does not load is logged and ignored."""
+        assert self._reload is not None
+        try:
+            new = self._reload()
+        except Exception as exc:
+            log.error("reload failed: keeping the running configuration", node=self.node_id,
+                      error=str(exc))
+            return
+        old = self.config
+        if new.node.members != old.node.members:
+            try:
+                assert self.node is not None
+                self.node.reconfigure(list(new.node.members), self.now())
+            except Exception as exc:
+                log.error("reload failed: member list refused", node=self.node_id,
+                          error=str(exc))
+                return
+            log.info("member list reloaded", node=self.node_id,
+                     old=list(old.node.members), new=list(new.node.members))
+            self.config = old.model_copy(update={"node": new.node})
+            self._request_pump()
+        rest_old = old.model_dump(exclude={"node": {"members"}})
+        rest_new = new.model_dump(exclude={"node": {"members"}})
+        if rest_old != rest_new:
+            changed = sorted(k for k in rest_new if rest_new[k] != rest_old.get(k))
+            log.warning("reload: only node.members takes effect without a restart",
+                        node=self.node_id, changed_sections=changed)
 
     def request_stop(self, why: str = "request") -> None:
         if not self._stop.is_set():
@@ -157,19 +247,62 @@ class Daemon:
         self.api.pause_sends()
         self._flushed = asyncio.Event()
         self._request_pump()
-        if self.own_outstanding > 0 or self._blocked:
+        if self.own_outstanding > 0 or self.queue:
             try:
                 await asyncio.wait_for(self._flushed.wait(), self.config.shutdown.grace_s)
             except TimeoutError:
                 log.warning("shutdown grace expired", node=self.node_id,
                             undelivered_own_messages=self.own_outstanding,
-                            unsubmitted_frames=len(self._blocked))
+                            unsubmitted_messages=self.queue.messages)
+        await self._leave()
+        self.queue.clear()  # never handed to the engine: reported just below
+        reported = self._report_undelivered()
         self.api.close_clients("shutting_down", "the daemon is stopping")
-        await asyncio.sleep(0)  # let the transports flush and close
+        # let the transports flush: clients read their last frames, see EOF and close
+        await self.api.wait_closed(self.config.api.close_grace_s)
         self._snapshot()
         self._close_resources()
-        log.info("amcastd stopped", node=self.node_id,
-                 delivered=self.counters.messages_delivered)
+        c = self.counters
+        log.info("amcastd stopped", node=self.node_id, delivered=c.messages_delivered,
+                 accepted=c.messages_accepted, own_delivered=c.own_messages_delivered,
+                 reported_undelivered=reported)
+
+    async def _leave(self) -> None:
+        """Leave the group gracefully: the others install a view without us at once
+        (no suspicion timeout); give up after ``shutdown.leave_timeout_s``."""
+        node = self.node
+        if node is None or not node.primary or len(self.members) < 2:
+            return
+        view = node.view
+        rest = [n for n in self.members if n != self.node_id]
+        if view is not None and not has_quorum(rest, view.potential,
+                                                self.node_config.expected_votes):
+            return  # the others cannot form a primary view without us: nothing to wait for
+        self._left = asyncio.Event()
+        node.leave(self.now())
+        self._request_pump()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._left.wait(), self.config.shutdown.leave_timeout_s)
+        if node.left:
+            log.info("left the group", node=self.node_id, view=self.view_id)
+        else:
+            log.warning("leave not confirmed before shutdown.leave_timeout_s",
+                        node=self.node_id, view=self.view_id)
+
+    def _report_undelivered(self) -> int:
+        """``undelivered`` for every send frame of a connected client not delivered here."""
+        reported = 0
+        for conn in list(self.api.clients.values()):
+            for ref, first, count in self.ledger.pending(conn.id):
+                reported += count - first
+                conn.fail(
+                    "undelivered",
+                    f"messages {first}..{count - 1} of this send frame were accepted but this "
+                    "daemon stopped before delivering them (other members may deliver them)",
+                    ref=ref, extra={"first": first},
+                )
+        self.counters.messages_reported_undelivered += reported
+        return reported
 
     def _close_resources(self) -> None:
         for handle in self._periodic:
@@ -179,6 +312,7 @@ class Daemon:
         if self._loop is not None:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.remove_signal_handler(sig)
+            self._loop.remove_signal_handler(signal.SIGHUP)
         if self.transport is not None:
             self.transport.close()
         self.api.close_listener()
@@ -205,62 +339,95 @@ class Daemon:
         now = self.now()
         receive = node.receive_datagram
         for data in datagrams:
-            receive(data, now)
+            try:
+                receive(data, now)
+            except Exception:  # the engine promises never to raise here; count if it does
+                self._failed("engine_error", "receive_datagram")
         self._request_pump()
 
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
         assert self.node is not None
-        self.node.handle_timer(self.now())
+        try:
+            self.node.handle_timer(self.now())
+        except Exception:
+            self._failed("engine_error", "handle_timer")
         self._pump()
 
     def send(
-        self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes]
+        self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes],
+        ref: Any = None,
     ) -> str | None:
+        """Accept a send frame whole (``None``) or refuse it whole (an error code)."""
         if self.stopping:
             return "shutting_down"
-        level = ServiceLevel(service)
+        level = LEVELS[service]
+        cid = conn.id
         total = sum(map(len, payloads))
         if total + 8 * len(payloads) <= self.envelope_bytes:
-            items = [(envelope.encode(conn.id, groups, payloads), level, len(payloads), total)]
+            parts = [(sp.encode_envelope(cid, groups, payloads), len(payloads), total)]
         else:
-            items = [
-                (envelope.encode(conn.id, groups, part), level, len(part), sum(map(len, part)))
-                for part in envelope.split(payloads, self.envelope_bytes)
+            parts = [
+                (sp.encode_envelope(cid, groups, part), len(part), sum(map(len, part)))
+                for part in sp.split_payloads(payloads, self.envelope_bytes)
             ]
-        if self._blocked and len(self._blocked) + len(items) > self.config.api.submit_queue_frames:
+        queue = self.queue
+        if queue and not queue.fits(sum(queue.cost(p[0]) for p in parts)):
             return "overloaded"
-        for item in items:
-            if self._blocked:
-                self._blocked.append(item)
+        entry = self.ledger.accepted(cid, ref, len(payloads))
+        self.counters.messages_accepted += len(payloads)
+        if self._pending_since is None:  # health: waiting starts now
+            self._pending_since = self.now()
+        for envelope, count, nbytes in parts:
+            item = (envelope, level, count, nbytes, entry, cid)
+            if queue:
+                queue.push(item)
             elif not self._submit(item):
-                self._blocked.append(item)
+                queue.push(item)  # an empty queue holds any one frame (config checks)
                 self.counters.backpressure_events += 1
                 self.api.pause_sends()
         self._request_pump()
         return None
 
-    def _submit(self, item: tuple[bytes, ServiceLevel, int, int]) -> bool:
+    def _submit(self, item: Item) -> bool:
+        """Hand one envelope to the engine; ``False`` when its window is full."""
         assert self.node is not None
         try:
             self.node.submit(item[0], self.now(), service=item[1])
         except BackpressureError:
             return False
+        except ClientError as exc:  # cannot happen: the engine's limit is derived from ours
+            self._engine_refused(item, exc)
+            return True
         c = self.counters
         c.messages_sent += item[2]
         c.message_bytes_sent += item[3]
         self.own_outstanding += item[2]
         return True
 
-    def _drain_blocked(self) -> None:
-        blocked = self._blocked
-        while blocked:
-            if not self._submit(blocked[0]):
+    def _engine_refused(self, item: Item, exc: ClientError) -> None:
+        self.counters.drops["engine_refused"] += 1
+        log.error("the engine refused an accepted envelope", node=self.node_id,
+                  code=exc.code, detail=exc.detail, bytes=len(item[0]))
+        entry = item[4]
+        self.ledger.withdraw(entry, item[2])
+        conn = self.api.clients.get(item[5])
+        if conn is not None:
+            conn.fail(exc.code, f"the engine refused {item[2]} message(s): {exc.detail}",
+                      ref=entry.ref)
+
+    def _drain_queue(self) -> None:
+        queue = self.queue
+        while queue:
+            if not self._submit(queue.head()):
                 return
-            blocked.popleft()
+            queue.pop()
         if not self.stopping:
             self.api.resume_sends()
+
+    def forget_client(self, client_id: int) -> None:
+        self.ledger.forget(client_id)
 
     # ---- the pump ------------------------------------------------------------------
     def _request_pump(self) -> None:
@@ -274,41 +441,68 @@ class Daemon:
         transport = self.transport
         if node is None or transport is None:
             return
-        if self._blocked:
-            self._drain_blocked()
-        for _ in range(8):  # events can free window space, which can submit more
-            at = node.next_timer()
-            if at is not None and at <= self.now():  # due now: no trip through the loop
-                node.handle_timer(self.now())
-            out = node.datagrams_to_send()
-            if out:
-                transport.send(out)
-            events = node.events()
-            if not events:
-                at = node.next_timer()
-                if at is None or at > self.now():
-                    break
-                continue
-            for ev in events:
-                kind = type(ev)
-                if kind is BatchDelivered:
-                    self._delivered(ev)
-                elif kind is DatagramDropped:
-                    self.counters.drops[str(ev.reason)] += 1
-                elif kind is BackpressureReleased:
-                    if self._blocked:
-                        self._drain_blocked()
-                elif kind is BackpressureApplied:
-                    pass  # counted when a submit is refused (see ``send``)
-                else:
-                    self._other_event(ev)
-        if self._flushed is not None and self.own_outstanding <= 0 and not self._blocked:
-            self._flushed.set()
-        self._arm_timer()
+        try:
+            if self.queue:
+                self._drain_queue()
+            for _ in range(8):  # events can free window space, which can submit more
+                # each engine call guarded on its own: one failing loses none of the others
+                try:
+                    at = node.next_timer()
+                    if at is not None and at <= self.now():  # due now: no trip through the loop
+                        node.handle_timer(self.now())
+                except Exception:
+                    self._failed("engine_error", "timer")
+                try:
+                    out = node.datagrams_to_send()
+                    record = node.state_to_persist()
+                    if record is not None:  # durable before anything of this step is sent
+                        self.state.write(record)
+                    if out:
+                        transport.send(out)
+                except Exception:
+                    self._failed("engine_error", "datagrams_to_send")
+                try:
+                    events = node.events()
+                except Exception:
+                    self._failed("engine_error", "events")
+                    events = []
+                if not events:
+                    at = node.next_timer()
+                    if at is None or at > self.now():
+                        break
+                    continue
+                for ev in events:
+                    try:
+                        kind = type(ev)
+                        if kind is BatchDelivered:
+                            self._delivered(ev)
+                        elif kind is DatagramDropped:
+                            self.counters.drops[str(ev.reason)] += 1
+                        elif kind is BackpressureReleased:
+                            if self.queue:
+                                self._drain_queue()
+                        elif kind is BackpressureApplied:
+                            pass  # counted when a submit is refused (see ``send``)
+                        else:
+                            self._other_event(ev)
+                    except Exception:
+                        self._failed("event_handler_error", type(ev).__name__)
+        except Exception:
+            self._failed("engine_error", "pump")
+        finally:
+            if self._flushed is not None and self.own_outstanding <= 0 and not self.queue:
+                self._flushed.set()
+            if self._left is not None and node.left:
+                self._left.set()
+            self._arm_timer()
 
     def _arm_timer(self) -> None:
         assert self.node is not None and self._loop is not None
-        at = self.node.next_timer()
+        try:
+            at = self.node.next_timer()
+        except Exception:
+            self._failed("engine_error", "next_timer")
+            at = self.now() + TIMER_RETRY_S
         if at == self._timer_at:
             return
         if self._timer is not None:
@@ -318,6 +512,15 @@ class Daemon:
             None if at is None else self._loop.call_later(max(0.0, at - self.now()), self._on_timer)
         )
 
+    def _failed(self, reason: str, where: str) -> None:
+        """Count (and log, sparsely) an exception caught while handling one input/event."""
+        drops = self.counters.drops
+        drops[reason] += 1
+        n = drops[reason]
+        if n & (n - 1) == 0:  # the 1st, 2nd, 4th, 8th, ... occurrence
+            log.error("exception while handling an event; it was dropped", node=self.node_id,
+                      reason=reason, where=where, count=n, exc_info=True)
+
     # ---- outputs -------------------------------------------------------------------
     def _delivered(self, ev: BatchDelivered) -> None:
         c = self.counters
@@ -325,7 +528,9 @@ class Daemon:
         envs: list[list[Any]] = []
         count = 0
         nbytes = 0
-        decode = envelope.decode
+        decode = sp.decode_envelope
+        own = ev.sender == self.node_id
+        ledger = self.ledger
         for p in ev.payloads:
             env = decode(p)
             if env is None:
@@ -335,70 +540,206 @@ class Daemon:
             envs.append([env[0], env[1], count, body])
             count += len(body)
             nbytes += sum(map(len, body))
+            if own:
+                ledger.delivered(env[0], len(body))
         service = str(ev.service)
         rule = "causal" if ev.rule is None else str(ev.rule)
         position: int | None = None
+        if ev.view != self.position_view:  # positions count from 0 in every view
+            self.position_view = ev.view
+            self.position = 0
         if ev.position is not None:
             position = self.position
             self.position += count
-        if ev.sender == self.node_id:
+        if own:
             self.own_outstanding -= count
+            c.own_messages_delivered += count
         c.messages_delivered += count
         c.message_bytes_delivered += nbytes
         c.batches_delivered += 1
         c.services[service] += 1
         c.rules[(self.variant, rule)] += 1
+        self.last_delivery = ts
         if envs:
             c.deliveries_to_clients += self.api.deliver(
                 {"t": "deliver", "sender": ev.sender, "seq": ev.seq, "service": service,
-                 "position": position, "view": self.view_id, "send_ts": ev.send_ts},
+                 "position": position, "view": ev.view, "send_ts": ev.send_ts},
                 envs,
             )
         self.metrics.latency.observe(max(0.0, ts - ev.send_ts))
         if ev.ntail is not None:
             self.metrics.ntail.labels(self.variant).observe(ev.ntail)
         if self.dlog is not None and count:
+            assert self.node is not None
             self.dlog.delivery(
-                view=self.view_id, variant=self.variant, phi=self.phi, sender=ev.sender,
+                view=ev.view, variant=self.variant, phi=self.node.phi, sender=ev.sender,
                 seq=ev.seq, position=position, count=count, nbytes=nbytes, service=service,
                 activation=ev.activation, rule=rule, ntail=ev.ntail, unseen=ev.unseen,
                 nvt=ev.nvt, send_ts=ev.send_ts, ts=ts, envelopes=len(envs),
             )
 
     def _other_event(self, ev: Any) -> None:
-        """Membership seam: a view event from the engine (dynamic membership issue)."""
-        members = getattr(ev, "members", None)
-        view = getattr(ev, "view", getattr(ev, "view_id", None))
-        if members is not None and isinstance(view, int):
-            self.view_id = view
-            self.members = list(members)
+        """Membership events: views to clients and logs; the rest to logs (issue 12
+        adds metrics and more client frames)."""
+        self.metrics.count_event(self.counters, ev)
+        kind = type(ev)
+        if kind is ViewInstalled:
+            self.view_id = ev.view
+            self.members = list(ev.members)
+            self.primary = True
+            self.last_change = {"view": ev.view, "primary": True, "at": self.now(),
+                                "previous": ev.previous, "joined": list(ev.joined),
+                                "left": list(ev.left), "excluded": list(ev.excluded)}
+            self.in_primary_view.set()
+            self.notifier.status(f"primary view {ev.view} ({len(self.members)} members)")
             if self.dlog is not None:
-                self.dlog.view(view=view, members=self.members, ts=self.now())
-            self.api.broadcast({"t": "view", "view": view, "members": self.members})
-            log.info("view installed", node=self.node_id, view=view, members=self.members)
+                self.dlog.view(view=ev.view, members=self.members, previous=ev.previous,
+                               joined=ev.joined, left=ev.left, excluded=ev.excluded,
+                               ts=self.now())
+            self.api.broadcast({
+                "t": "view", "view": ev.view, "members": self.members, "primary": True,
+                "joined": list(ev.joined), "left": list(ev.left),
+                "excluded": list(ev.excluded), "previous": ev.previous,
+            })
+            log.info("view installed", node=self.node_id, view=ev.view, members=self.members,
+                     joined=list(ev.joined), left=list(ev.left), excluded=list(ev.excluded),
+                     previous=ev.previous, phi=ev.phi)
+        elif kind is QuorumLost:
+            self.primary = False
+            self.in_primary_view.clear()
+            self.last_change = {"view": ev.view, "primary": False, "at": self.now(),
+                                "reason": ev.reason, "reachable": list(ev.reachable)}
+            self.notifier.status(f"not in a primary view: {ev.reason}")
+            if self.dlog is not None:
+                self.dlog.lost(view=ev.view, reason=ev.reason, reachable=list(ev.reachable),
+                               ts=self.now())
+            self.api.broadcast({
+                "t": "view", "view": ev.view, "members": list(ev.reachable),
+                "primary": False, "reason": ev.reason,
+            })
+            log.warning("not in a primary view", node=self.node_id, view=ev.view,
+                        reason=ev.reason, reachable=list(ev.reachable))
+        elif kind is OrderGap:
+            if self.dlog is not None:
+                self.dlog.gap(view=ev.view, after=ev.after, ts=self.now())
+            self.api.broadcast({"t": "gap", "view": ev.view,
+                                "after": None if ev.after is None else list(ev.after)})
+            log.info("order gap", node=self.node_id, view=ev.view, after=ev.after)
+        elif kind is MemberSuspected:
+            log.warning("member suspected", node=self.node_id, member=ev.node, view=ev.view,
+                        silent_s=round(ev.silent_s, 3))
+        elif kind is ViewProposed:
+            log.info("view proposed", node=self.node_id, view=ev.view, members=list(ev.members),
+                     ballot=list(ev.ballot), reason=ev.reason)
+        elif kind is FlushCompleted:
+            log.info("flush done", node=self.node_id, view=ev.view, delivered=ev.delivered,
+                     duration_s=round(ev.duration_s, 4))
+        elif kind is JoinRefused:
+            log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
+                      detail=ev.detail, refused_here=ev.local)
+        elif kind is MessagesInDoubt:
+            self._report_in_doubt(ev)
+
+    def _report_in_doubt(self, ev: MessagesInDoubt) -> None:
+        """Own messages of a view this daemon was excluded from that the primary component
+        did not deliver: each client hears which of its messages (``undelivered`` with
+        ``first`` and ``count``); they are not sent again."""
+        per_client: dict[int, int] = {}
+        for payload in ev.payloads:
+            env = sp.decode_envelope(payload)
+            if env is not None:
+                per_client[env[0]] = per_client.get(env[0], 0) + len(env[2])
+        reported = 0
+        for cid, count in per_client.items():
+            conn = self.api.clients.get(cid)
+            for ref, first, n in self.ledger.fail_oldest(cid, count):
+                reported += n
+                self.own_outstanding -= n
+                if conn is not None:
+                    conn.fail(
+                        "undelivered",
+                        f"messages {first}..{first + n - 1} of this send frame were sent in "
+                        f"view {ev.view}, which this daemon was excluded from, and the "
+                        "primary component did not deliver them; they are not sent again",
+                        ref=ref, extra={"first": first, "count": n},
+                    )
+        self.counters.messages_reported_undelivered += reported
+        self.counters.drops["own_messages_in_doubt"] += reported + len(ev.delivered_here)
+        log.warning("own messages not delivered by the primary component", node=self.node_id,
+                    view=ev.view, reported=reported, delivered_here=len(ev.delivered_here))
 
     def _log_send_error(self, reason: str, hint: str) -> None:
         log.warning("multicast send failed", node=self.node_id, reason=reason, hint=hint)
 
-    # ---- status, metrics, snapshots -------------------------------------------------
+    # ---- status, health, metrics, snapshots -----------------------------------------
     def welcome(self) -> dict[str, Any]:
-        cfg = self.config.api
+        lim = self.limits
         return {"node": self.node_id, "view": self.view_id, "members": self.members,
-                "max_frame_bytes": cfg.max_frame_bytes,
-                "max_message_bytes": cfg.max_message_bytes}
+                "max_frame_bytes": lim.max_frame_bytes,
+                "max_message_bytes": lim.max_message_bytes}
+
+    def health(self) -> dict[str, Any]:
+        """``{"ok", "problems"}``: the daemon cannot order when messages are pending and
+        nothing was delivered for ``health.stall_after_s``."""
+        problems: list[str] = []
+        now = self.now()
+        dag = int(self.node.stats.pending_dag_size) if self.node is not None else 0
+        own = self.own_outstanding + self.queue.messages
+        if own > 0 or dag > 0:
+            if self._pending_since is None:
+                self._pending_since = now
+            quiet = now - max(self.last_delivery, self._pending_since)
+            if quiet >= self.config.health.stall_after_s:
+                problems.append(
+                    f"cannot order: {own} own messages and {dag} DAG vertices pending, "
+                    f"nothing delivered for {quiet:.1f} s"
+                )
+        else:
+            self._pending_since = None
+        if not self.primary and self.node is not None and hasattr(self.node, "membership"):
+            why = self.last_change.get("reason") if not self.last_change.get("primary") else None
+            problems.append("not in a primary view" + (f" ({why})" if why else "")
+                            + ": nothing ordered is delivered")
+        if self.stopping:
+            problems.append("shutting down")
+        return {"ok": not problems, "problems": problems}
+
+    def membership_status(self) -> dict[str, Any]:
+        """``view`` (id, members, primary, previous, since, last change and its cause),
+        ``peers`` (seconds since each listed node was last heard) and ``quorum``."""
+        node = self.node
+        now = self.now()
+        view: dict[str, Any] = {"id": self.view_id, "members": self.members,
+                                "primary": self.primary, "last_change": self.last_change}
+        peers: list[dict[str, Any]] = []
+        quorum: dict[str, Any] = {}
+        if node is not None and hasattr(node, "peers"):
+            for peer, info in node.peers().items():
+                heard = info["last_heard"]
+                peers.append({"node": peer, "incarnation": info["incarnation"],
+                              "alive": info["alive"], "in_view": info["in_view"],
+                              "last_heard_s": None if heard is None else max(0.0, now - heard)})
+            quorum = node.quorum
+        return {"view": view, "peers": peers, "quorum": quorum}
 
     def status(self) -> dict[str, Any]:
         c = self.counters
         engine = engine_stats(self.node.stats if self.node is not None else None)
         t = self.transport
         return {
-            "node": self.node_id, "view": self.view_id, "members": self.members,
-            "variant": self.variant, "now": self.now(), "uptime_s": self.now() - self.started,
-            "position": self.position,
+            "node": self.node_id, **self.membership_status(),
+            "variant": self.variant, "phi": self.phi, "now": self.now(),
+            "uptime_s": self.now() - self.started, "position": self.position,
+            "health": self.health(),
             "clients": [conn.info() for conn in self.api.clients.values()],
-            "submit_queue": len(self._blocked),
+            "submit_queue": len(self.queue), "submit_queue_bytes": self.queue.nbytes,
+            "limits": {"max_message_bytes": self.limits.max_message_bytes,
+                       "max_frame_bytes": self.limits.max_frame_bytes,
+                       "submit_queue_bytes": self.limits.submit_queue_bytes},
             "counters": {
+                "messages_accepted": c.messages_accepted,
                 "messages_sent": c.messages_sent, "messages_delivered": c.messages_delivered,
+                "own_messages_delivered": c.own_messages_delivered,
                 "message_bytes_sent": c.message_bytes_sent,
                 "message_bytes_delivered": c.message_bytes_delivered,
                 "batches_delivered": c.batches_delivered,
@@ -418,27 +759,58 @@ class Daemon:
     def count_disconnect(self, reason: str) -> None:
         self.counters.clients_disconnected[reason] += 1
 
-    def _metrics_state(self) -> dict[str, Any]:
-        t = self.transport
-        queued = [conn.queued_bytes for conn in list(self.api.clients.values())]
-        counters = self.counters
-        if t is not None and t.send_errors:
-            merged = Counters(**{**counters.__dict__, "drops": counters.drops + t.send_errors})
-            counters = merged
-        return {
-            "counters": counters, "clients": len(queued), "queued": sum(queued),
-            "queued_max": max(queued, default=0), "submit_queue": len(self._blocked),
-            "view": self.view_id, "members": len(self.members),
-            "datagrams_sent": t.datagrams_sent if t else 0,
-            "datagrams_received": t.datagrams_received if t else 0,
-            "bytes_sent": t.bytes_sent if t else 0, "bytes_received": t.bytes_received if t else 0,
-            "engine": self._engine_stats,
-        }
+    def _tick(self) -> None:
+        """Periodic, on the loop: health bookkeeping and a fresh metrics snapshot."""
+        self._take_metrics_snapshot()
 
-    def _copy_engine_stats(self) -> None:
-        """Scrapes run on prometheus-client's thread: give them a copy taken here."""
-        if self.node is not None:
-            self._engine_stats = copy.deepcopy(self.node.stats)
+    def _take_metrics_snapshot(self) -> MetricsSnapshot:
+        """Copy what a scrape reports (on the event loop only)."""
+        t = self.transport
+        snap = MetricsSnapshot.build(
+            taken_at=self.now(), counters=self.counters,
+            send_errors=t.send_errors if t is not None else {},
+            queued=[conn.queued_bytes for conn in self.api.clients.values()],
+            submit_queue_frames=len(self.queue), submit_queue_bytes=self.queue.nbytes,
+            view=self.view_id, members=len(self.members), healthy=self.health()["ok"],
+            transport={
+                "datagrams_sent": t.datagrams_sent if t else 0,
+                "datagrams_received": t.datagrams_received if t else 0,
+                "bytes_sent": t.bytes_sent if t else 0,
+                "bytes_received": t.bytes_received if t else 0,
+            },
+            engine=self.node.stats if self.node is not None else None,
+            primary=self.primary, started=self.started,
+            peers=self.node.peers() if self.node is not None else None,
+            quorum=self.node.quorum if self.node is not None else None,
+        )
+        self._metrics_snapshot = snap
+        return snap
+
+    def _scrape_snapshot(self) -> MetricsSnapshot:
+        """The collector's source, called on prometheus-client's thread: ask the loop for a
+        fresh snapshot; if it does not answer within ``SCRAPE_WAIT_S`` (busy, stopping),
+        serve the latest periodic one. Never reads live state from this thread."""
+        loop = self._loop
+        latest = self._metrics_snapshot
+        if loop is None or threading.get_ident() == self._loop_thread:
+            return self._take_metrics_snapshot()  # not running yet, or on the loop already
+        fut: concurrent.futures.Future[MetricsSnapshot] = concurrent.futures.Future()
+
+        def take() -> None:
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(self._take_metrics_snapshot())
+                except BaseException as exc:
+                    fut.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(take)
+            return fut.result(SCRAPE_WAIT_S)
+        except Exception:  # loop closed, timed out, or the snapshot failed
+            fut.cancel()
+            if latest is None:
+                raise
+            return latest
 
     def _snapshot(self) -> None:
         if self.dlog is None:

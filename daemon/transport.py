@@ -30,8 +30,8 @@ import socket
 from collections import Counter
 from collections.abc import Callable
 
-from daemon.config import NetworkSection
-from protocols.errors import ConfigurationError
+from amcast.daemon.config import NetworkSection
+from amcast.protocols.errors import ConfigurationError
 
 MAX_DATAGRAM = 65535
 

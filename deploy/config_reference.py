@@ -1,6 +1,6 @@
 """Print the configuration reference (a markdown table) for the README.
 
-Keys and defaults come from the pydantic model (``daemon.config.DaemonConfig``) and the
+Keys and defaults come from the pydantic model (``amcast.daemon.config.DaemonConfig``) and the
 engine's ``NodeConfig`` (the ``[protocol]`` table); the meaning and unit of each key come
 from the comment above it in ``config/amcastd.toml``, the documented default file. A test
 (tests/deploy/test_config_reference.py) checks that every key is documented and that the
@@ -21,8 +21,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from daemon.config import DaemonConfig  # noqa: E402
-from protocols.node_config import NodeConfig  # noqa: E402
+from amcast.daemon.config import DERIVED_PROTOCOL_KEYS, DaemonConfig  # noqa: E402
+from amcast.protocols.node_config import NodeConfig  # noqa: E402
 
 KEY_LINE = re.compile(r"^#?\s?([a-z_][a-z0-9_]*) = ")
 
@@ -65,7 +65,7 @@ def keys() -> list[tuple[str, str, Any]]:
         for key in type(getattr(defaults, section)).model_fields:
             rows.append((section, key, getattr(getattr(defaults, section), key)))
     for f in dataclasses.fields(NodeConfig):
-        if f.init:
+        if f.init and f.name not in DERIVED_PROTOCOL_KEYS:  # derived, not settings
             rows.append(("protocol", f.name, f.default))
     return rows
 

@@ -1,4 +1,4 @@
-"""Events a ``protocols.Node`` emits, and the service levels it offers.
+"""Events a ``amcast.protocols.Node`` emits.
 
 Events are small frozen dataclasses with past-tense names, pulled with ``Node.events()``.
 Delivery is per batch: one ``BatchDelivered`` per delivered causality-DAG vertex (a
@@ -6,14 +6,8 @@ vertex carries the application messages batched into one datagram, section 1 of 
 ToTo paper: every message is a vertex and its acks are the edges), so the consumer's hot
 path does its work per batch, not per message.
 
-Service levels (Transis / Spread vocabulary):
-
-- ``causal``: delivered when the reliable causal layer releases the vertex (everything it
-  acknowledges was released first) and every ``agreed``/``safe`` vertex in its causal past
-  was delivered (``protocols.reliable.holdback``); ``position`` is ``None``.
-- ``agreed``: delivered in the total order decided by the ToTo engine (sections 3-5).
-- ``safe``: agreed, and additionally stable (acknowledged by every member) before
-  delivery; a safe vertex holds back everything that follows it in the total order.
+Service levels (``causal``, ``agreed``, ``safe``) are defined in
+``amcast.protocols.vocabulary``.
 
 Guarantee across levels: causal order holds between any two messages, whatever their
 service levels: a message is never delivered before one in its causal past. A ``causal``
@@ -24,23 +18,8 @@ are concurrent with it, which it may overtake.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from protocols.ordering.messages import DeliveryRule
-
-
-class ServiceLevel(StrEnum):
-    CAUSAL = "causal"
-    AGREED = "agreed"
-    SAFE = "safe"
-
-
-SERVICE_CODES: dict[ServiceLevel, int] = {
-    ServiceLevel.CAUSAL: 0,
-    ServiceLevel.AGREED: 1,
-    ServiceLevel.SAFE: 2,
-}
-SERVICE_BY_CODE: dict[int, ServiceLevel] = {code: level for level, code in SERVICE_CODES.items()}
+from amcast.protocols.vocabulary import DeliveryRule, ServiceLevel
 
 
 class Event:
@@ -53,8 +32,9 @@ class Event:
 class BatchDelivered(Event):
     """The application messages of one DAG vertex were delivered.
 
-    ``position`` is the total-order position of the first message of the batch (counted
-    in messages, identical at every member), ``None`` for causal service. ``activation``,
+    ``position`` is the total-order position of the first message of the batch in view
+    ``view`` (counted in messages from 0 in each view, identical at every member that
+    delivers it), ``None`` for causal service. ``activation``,
     ``rule``, ``ntail``, ``unseen`` and ``nvt`` come from the total-order engine
     (``None`` for causal service). ``send_ts`` is the sender's clock when it created the
     vertex (carried on the wire; compare only with the same node's clock).
@@ -72,6 +52,8 @@ class BatchDelivered(Event):
     unseen: int | None
     nvt: int | None
     send_ts: float
+    view: int = 0
+    """The view in which it was delivered (positions count from 0 in each view)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,3 +78,108 @@ class BackpressureReleased(Event):
 
     unstable: int
     pending_bytes: int
+
+
+# ----------------------------------------------------------------------------- membership
+
+
+@dataclass(frozen=True, slots=True)
+class ViewInstalled(Event):
+    """This member installed a new primary view (section 2: a configuration change).
+
+    ``joined`` are members new to the view (a restarted daemon is new), ``left`` the
+    previous view's members that left gracefully, ``excluded`` those that crashed, were
+    paused or partitioned away (or restarted). ``previous`` is the view it succeeds.
+    """
+
+    view: int
+    members: tuple[int, ...]
+    primary: bool
+    joined: tuple[int, ...]
+    left: tuple[int, ...]
+    excluded: tuple[int, ...]
+    previous: int
+    phi: float
+
+
+@dataclass(frozen=True, slots=True)
+class OrderGap(Event):
+    """Total order with gaps (Herlihy et al.): this member did not deliver the part of
+    the total order after ``after`` (view id, position of the last ordered message it
+    delivered; ``None``: nothing it remembers) up to the start of view ``view``.
+    Emitted before that view's ``ViewInstalled``, so an application can transfer state."""
+
+    view: int
+    after: tuple[int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumLost(Event):
+    """This member is no longer in a primary view and delivers nothing ordered.
+
+    ``reason``: ``no_quorum`` (it cannot hear a majority), ``excluded`` (the others
+    installed a view without it), ``paused`` (it was stopped longer than the suspicion
+    timeout), ``left`` (it left gracefully). ``reachable`` are the
+    nodes it hears. Its sends are held until it is in a primary view again.
+    """
+
+    view: int
+    reason: str
+    reachable: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberSuspected(Event):
+    """A member of the current view was silent for ``suspect_timeout``."""
+
+    node: int
+    view: int
+    silent_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ViewProposed(Event):
+    """This member, as coordinator, proposed view ``view`` (ballot ``ballot``)."""
+
+    view: int
+    members: tuple[int, ...]
+    ballot: tuple[int, int]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FlushCompleted(Event):
+    """View ``view`` was closed here: ``delivered`` messages went out in the flush,
+    ``duration_s`` since this member froze it."""
+
+    view: int
+    delivered: int
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRefused(Event):
+    """A daemon may not join: ``reason`` is ``config_mismatch`` (``detail`` names the
+    setting), ``duplicate_node_id`` or ``not_listed``. ``local``: this daemon is the one
+    refused."""
+
+    node: int
+    reason: str
+    detail: str
+    local: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesInDoubt(Event):
+    """Own messages this member sent in view ``view``, which it was then excluded from,
+    that the primary component did not deliver (beyond the cut that closed the view,
+    or every one not yet known to be delivered, when this member never learned how the
+    view closed). Members excluded with this one may have delivered them (so may this
+    one, in the view's last moments); they are not sent again, which could deliver
+    them twice: the application decides."""
+
+    view: int
+    payloads: tuple[bytes, ...]
+    """Not delivered here either (to report to the application as not delivered)."""
+    delivered_here: tuple[bytes, ...] = ()
+    """Delivered here in the view's last moments, but not by the primary component."""

@@ -1,61 +1,72 @@
-"""The Node: wire codec + reliable causal multicast + total-order engine, sans-IO.
+"""The Node: wire codec + membership + per-view sessions, sans-IO.
 
 Section 1 of the ToTo paper builds atomic multicast on a reliable causal multicast whose
-acknowledgements form the causality DAG; sections 2-5 order that DAG. This class wires
-the layers (see ``protocols.wire`` and ``protocols.reliable``) into one state machine
-driven by its caller, aioquic-style:
+acknowledgements form the causality DAG; sections 3-5 order that DAG; section 2 assumes
+a membership service with virtual synchrony. The Node composes the layers and is driven
+by its caller, aioquic-style:
 
 - inputs: ``submit(payload, now)``, ``receive_datagram(data, now)``,
-  ``handle_timer(now)`` (when ``next_timer()`` has passed);
-- outputs, pulled: ``datagrams_to_send()`` (also the point where queued messages are
-  batched into vertices) and ``events()``.
+  ``handle_timer(now)`` (when ``next_timer()`` has passed), ``leave(now)``;
+- outputs, pulled: ``state_to_persist()`` (write it durably *before* sending what the
+  same step produced), ``datagrams_to_send()`` (also where queued messages become
+  vertices of the current view) and ``events()``.
 
-Receive path: authenticate and decode (a defect is a counted ``DatagramDropped``), learn
-the sender's latest seq (every datagram is a heartbeat), schedule repairs for nacked
-vertices we hold, offer vertices to the causal releaser; each released vertex updates
-the ack matrix, enters the retransmission store until stable, is delivered for
-``causal`` service once no ordered vertex of its causal past is undelivered
-(``CausalHoldback``), and is inserted into the total-order engine. Engine deliveries queue
-in total order; ``safe`` vertices wait there until stable, holding back what follows.
-Send path: our own vertex carries the acks that changed since our previous vertex, is
-released locally at once and enters the same pipeline.
+Layers (``amcast.protocols``): ``wire`` authenticates and decodes (a defect is a
+counted ``DatagramDropped``); ``membership`` runs views, failure detection and the flush
+and owns one ``session.ViewSession`` per view (``reliable`` causal multicast, the ToTo
+engine, delivery). The Node itself keeps what outlives a view: the send queue
+(``Batcher``), the window, and the own messages sent but not yet known to be delivered
+everywhere: messages not yet sent go out in the next view; sent ones that the primary
+component's cut left out (this member was excluded) are reported, ``MessagesInDoubt``
+(nothing a surviving daemon accepted is lost silently).
 """
 
 from __future__ import annotations
 
 import random
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from protocols.errors import BackpressureError, ClientError, DecodeError, ProtocolViolation
-from protocols.events import (
+from amcast.protocols.errors import (
+    BackpressureError,
+    ClientError,
+    ConfigurationError,
+    DecodeError,
+)
+from amcast.protocols.events import (
     BackpressureApplied,
     BackpressureReleased,
     BatchDelivered,
     DatagramDropped,
     Event,
-    ServiceLevel,
+    MessagesInDoubt,
+    ViewInstalled,
 )
-from protocols.node_config import NodeConfig
-from protocols.ordering import OrderingConfig, TotalOrderEngine
-from protocols.ordering.messages import CausalMessage, MessageDelivered
-from protocols.reliable.batching import Batcher, Reassembler
-from protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
-from protocols.reliable.flow import SendWindow
-from protocols.reliable.holdback import CausalHoldback
-from protocols.reliable.repair import NackTimers, RepairTimers
-from protocols.reliable.stability import AckMatrix
-from protocols.wire.auth import Authenticator
-from protocols.wire.codec import KIND_NAMES, Datagram, Fragment, Kind, Vertex, decode, encode
-from protocols.wire.limits import NACK_RANGE_OVERHEAD, WireLimits, overhead_bound
-
-VIEW_ID = 0  # membership (a later issue) will change views; the id is on the wire already
+from amcast.protocols.membership.durable import DurableState
+from amcast.protocols.membership.layer import MembershipLayer
+from amcast.protocols.membership.quorum import needed
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.ordering import OrderingConfig
+from amcast.protocols.reliable.batching import Batcher
+from amcast.protocols.reliable.flow import SendWindow
+from amcast.protocols.reliable.layer import ReliableCounters
+from amcast.protocols.session import ViewSession
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import (
+    KIND_NAMES,
+    Datagram,
+    MembershipDatagram,
+    decode,
+    encode,
+)
+from amcast.protocols.wire.limits import WireLimits
+from amcast.protocols.wire.membership import Settings, ViewRecord
 
 
 @dataclass(slots=True)
 class NodeStats:
-    """Cumulative counters (and two gauges) for metrics; read, never write."""
+    """Cumulative counters (and some gauges) for metrics; read, never write."""
 
     datagrams_sent: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(KIND_NAMES.values(), 0)
@@ -77,11 +88,17 @@ class NodeStats:
     own_echoes: int = 0
     drops: dict[str, int] = field(default_factory=dict)
     backpressure_events: int = 0
+    views_installed: int = 0
+    flushes: int = 0
+    flush_deliveries: int = 0
+    messages_in_doubt: int = 0
     # gauges, refreshed when ``Node.stats`` is read
     pending_dag_size: int = 0
     window_occupancy: int = 0
     pending_bytes: int = 0
     retransmit_buffer: int = 0
+    view_id: int = 0
+    primary: int = 0
 
 
 class Node:
@@ -93,69 +110,123 @@ class Node:
         members: Sequence[int],
         rng: random.Random,
         now: float,
+        durable: DurableState | None = None,
+        incarnation_floor: int = 0,
+        initial_view: ViewRecord | None = None,
     ) -> None:
+        """``members`` are the potential members (the configured list); the node forms
+        or joins views with them. ``durable`` is the state a previous incarnation
+        persisted (``None``: first start); ``incarnation_floor`` (the wall clock in ms in
+        the daemon) keeps incarnations and view ids increasing even without it.
+        ``initial_view`` starts the node already installed in a view every member was
+        given out of band (tests and benchmarks; the daemon always joins)."""
         if node_id not in members or len(set(members)) != len(members):
             raise ClientError("bad_membership", "node_id must be one of distinct members")
+        # an explicit phi must suit the full member list (a smaller view that it does not
+        # suit uses the rule's default, ``session.ordering_for``): ConfigurationError
+        OrderingConfig(rule=config.rule, phi=config.phi).resolve_phi(len(members))
+        if config.expected_votes is not None and config.expected_votes < len(members):
+            raise ConfigurationError(
+                f"expected_votes {config.expected_votes} is below the {len(members)} listed "
+                "members: two partitions could then both hold a majority of the votes"
+            )
         self.config = config
         self.node_id = node_id
-        self.members = tuple(members)
+        self.members = tuple(sorted(members))
         self._now = now
+        self._rng = rng
         self._auth = Authenticator(config.group_key)
         self._limits = WireLimits(
-            max_members=max(len(members), 1),
+            max_members=max(len(members), 64),
             max_nack_ranges=config.max_nack_ranges,
             max_message_size=config.max_message_size,
-        )
-        self._engine = TotalOrderEngine(
-            members=list(members), config=OrderingConfig(rule=config.rule, phi=config.phi)
-        )
-        self._releaser = CausalReleaser(
-            members, receive_window=config.receive_window, max_held=config.max_held_vertices
-        )
-        self._acks = AckMatrix(members)
-        self._nacks = NackTimers(rng, nack_delay=config.nack_delay, nack_retry=config.nack_retry)
-        self._repairs = RepairTimers(
-            rng, repair_delay=config.repair_delay, holdoff=config.repair_holdoff
         )
         self._window = SendWindow(
             window_size=config.window_size, max_pending_bytes=config.max_pending_bytes
         )
         self._batcher = Batcher()
-        self._causal_reasm = Reassembler()
-        self._ordered_reasm = Reassembler()
-        self._store: dict[int, dict[int, Vertex]] = {m: {} for m in members}
-        self._gc_floor: dict[int, int] = dict.fromkeys(members, 0)
-        self._ordered: deque[tuple[Vertex, MessageDelivered]] = deque()
-        self._holdback = CausalHoldback(members)
-        self._position = 0
-        self._seq = 0
-        self._unacked_data = 0
-        self._ack_deadline: float | None = None
-        self._last_sent = now
-        self._nack_queue: list[tuple[int, int, int]] = []
-        self._outq: list[Datagram] = []
+        self._own: dict[tuple[int, int], list[tuple[bytes, ServiceLevel]]] = {}
+        """Own messages by the (view, vertex seq) that completed them, until certain to be
+        in their view's cut (delivered here and stable) or the view is closed."""
+        self._own_delivered: set[tuple[int, int]] = set()
         self._events: list[Event] = []
         self._stats = NodeStats()
-        self._max_nacks_per_datagram = max(
-            1, min(config.max_nack_ranges, (config.datagram_budget // 2) // NACK_RANGE_OVERHEAD)
+        self._counters = ReliableCounters()
+        state = (durable or DurableState(node_id)).restarted(incarnation_floor)
+        if initial_view is not None and state.known is None:
+            state = DurableState(node_id, state.incarnation, known=initial_view,
+                                 max_view_id=initial_view.view_id)
+        settings = Settings(config.rule, config.phi, config.expected_votes,
+                            config.max_message_size, self.members)
+        self.membership = MembershipLayer(
+            config, node_id=node_id, potential=self.members, settings=settings,
+            durable=state, rng=rng, now=now, events=self._events, drop=self._drop,
+            counters=self._counters,
         )
+        self.membership.make_session = self._make_session
+        self.membership.view_closed = self._view_closed
+        if initial_view is not None:
+            self.membership._install_session(initial_view, now)
 
     # ------------------------------------------------------------------ public API
 
     @property
+    def incarnation(self) -> int:
+        return self.membership.me.incarnation
+
+    @property
+    def view(self) -> ViewRecord | None:
+        """The installed view (``None`` before the first one)."""
+        return self.membership.view
+
+    @property
+    def primary(self) -> bool:
+        """In a primary view: ordered messages are delivered."""
+        return self.membership.primary
+
+    @property
+    def left(self) -> bool:
+        """Left the group gracefully (``leave``) and was taken out of the view."""
+        return self.membership.left
+
+    @property
+    def phi(self) -> float:
+        """The threshold the ordering engine of the current view uses."""
+        session = self.membership.session
+        if session is not None:
+            return session.phi
+        from amcast.protocols.session import ordering_for
+
+        cfg = self.config
+        return ordering_for(cfg.rule, cfg.phi, len(self.members)).resolve_phi(len(self.members))
+
+    @property
     def stats(self) -> NodeStats:
         s = self._stats
-        s.pending_dag_size = (
-            self._releaser.held_count + len(self._ordered) + self._holdback.held_count
-        )
-        s.window_occupancy = self._unstable()
+        c = self._counters
+        m = self.membership
+        s.vertices_sent = c.vertices_sent
+        s.vertices_released = c.vertices_released
+        s.retransmissions = c.retransmissions
+        s.duplicates = c.duplicates
+        s.flushes = m.flushes
+        s.flush_deliveries = m.flush_deliveries
+        session = m.session
+        s.pending_dag_size = session.undelivered if session is not None else 0
+        s.window_occupancy = session.reliable.unstable() if session is not None else 0
         s.pending_bytes = self._batcher.pending_bytes
-        s.retransmit_buffer = sum(len(v) for v in self._store.values())
+        s.retransmit_buffer = sum(
+            len(v) for sess in self._sessions() for v in sess.reliable.store.values()
+        )
+        s.view_id = m.view.view_id if m.view is not None else 0
+        s.primary = int(m.primary)
         return s
 
     def submit(
         self, payload: bytes, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
     ) -> None:
+        """Queue one application message; it is sent in the current (or next) primary
+        view. ``BackpressureError`` when the window or the send queue is full."""
         self._now = now
         if not isinstance(payload, bytes):
             raise ClientError("bad_payload", "payload must be bytes")
@@ -163,7 +234,8 @@ class Node:
             limit = self.config.max_message_size
             raise ClientError("message_too_large", f"{len(payload)} > {limit}")
         service = ServiceLevel(service)
-        unstable = self._unstable()
+        session = self.membership.sending_session()
+        unstable = session.reliable.unstable() if session is not None else 0
         if not self._window.admits(len(payload), unstable, self._batcher.pending_bytes):
             self._stats.backpressure_events += 1
             if not self._window.blocked:
@@ -176,256 +248,221 @@ class Node:
         self._batcher.add(payload, service)
         self._stats.messages_submitted += 1
 
-    def receive_datagram(self, data: bytes, now: float) -> None:
+    def receive_datagram(self, data: bytes, now: float, *,
+                         decoded: Datagram | MembershipDatagram | None = None) -> None:
+        """One datagram from the network. ``decoded``: the simulator, which hands one
+        multicast to every member, decodes it once (with the same key and limits)."""
         self._now = now
         stats = self._stats
         stats.bytes_received += len(data)
-        try:
-            dg = decode(data, self._auth, self._limits)
-        except DecodeError as exc:
-            self._drop(exc.reason, exc.detail)
+        if decoded is not None:
+            dg = decoded
+        else:
+            try:
+                dg = decode(data, self._auth, self._limits)
+            except DecodeError as exc:
+                self._drop(exc.reason, exc.detail)
+                return
+        stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
+        if isinstance(dg, MembershipDatagram):
+            if dg.sender == self.node_id and dg.incarnation == self.incarnation:
+                stats.own_echoes += 1
+                return
+            self.membership.on_membership(dg, now)
             return
         if dg.sender == self.node_id:
             stats.own_echoes += 1
             return
-        reason = self._foreign(dg)
-        if reason is not None:
-            self._drop(reason, f"from {dg.sender}")
-            return
-        stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
-        releaser = self._releaser
-        releaser.note_known(dg.sender, dg.hb_seq)
-        touched = {dg.sender}
-        for node, first, last in dg.nacks:
-            self._on_nack(node, first, last, now)
-        released: list[Vertex] = []
-        repair = dg.kind == Kind.REPAIR
-        for v in dg.vertices:
-            try:
-                status = releaser.offer(v, released)
-            except ProtocolViolation as exc:
-                self._drop(exc.reason, exc.detail)
-                continue
-            if repair:
-                self._repairs.heard_repair(v.id, now)
-            if status == DUPLICATE:
-                stats.duplicates += 1
-            elif status != HELD:
-                self._drop(status, f"vertex {v.id}")
-            touched.add(v.origin)
-            touched.update(node for node, _ in v.acks)
-        for v in released:
-            self._on_release(v)
-        for node in touched:
-            if node != self.node_id and releaser.has_gap(node):
-                self._nacks.gap_noticed(node, now)
-        if released:
-            self._after_releases()
+        self.membership.on_datagram(dg, now)
 
     def handle_timer(self, now: float) -> None:
         self._now = now
-        releaser = self._releaser
-        for node in self._nacks.due(now):
-            ranges = releaser.missing(node, self.config.max_nack_ranges)
-            if ranges:
-                self._nack_queue.extend((node, first, last) for first, last in ranges)
-                self._nacks.rearm(node, now)
-            else:
-                self._nacks.clear(node)
-        for origin, seq in self._repairs.due(now):
-            v = self._store[origin].get(seq)
-            if v is not None:
-                self._outq.append(Datagram(Kind.REPAIR, self.node_id, VIEW_ID, self._seq, (), (v,)))
-                self._stats.retransmissions += 1
-        if self._ack_deadline is not None and now >= self._ack_deadline:
-            self._ack_deadline = None
-            if self._unacked_data:
-                self._new_vertex(ServiceLevel.AGREED, ())
-        if not self._outq and now >= self._last_sent + self.config.heartbeat_interval:
-            self._outq.append(Datagram(Kind.HEARTBEAT, self.node_id, VIEW_ID, self._seq))
-            self._last_sent = now
+        self.membership.handle_timer(now)
 
     def next_timer(self) -> float | None:
-        candidates = [self._last_sent + self.config.heartbeat_interval]
-        if self._ack_deadline is not None:
-            candidates.append(self._ack_deadline)
-        nack = self._nacks.next_deadline()
-        if nack is not None:
-            candidates.append(nack)
-        repair = self._repairs.next_deadline()
-        if repair is not None:
-            candidates.append(repair)
-        return min(candidates)
+        return self.membership.next_timer(self._now)
 
-    def datagrams_to_send(self) -> list[bytes]:
-        self._flush_batches()
-        if self._nack_queue:
-            self._attach_nacks()
-        if not self._outq:
-            return []
-        out = [encode(dg, self._auth) for dg in self._outq]
-        sent, stats = self._stats.datagrams_sent, self._stats
-        for dg, data in zip(self._outq, out, strict=True):
-            sent[KIND_NAMES[dg.kind]] += 1
-            stats.bytes_sent += len(data)
-            if dg.kind is Kind.DATA:
-                stats.data_bytes_sent += len(data)
-            stats.nack_ranges_sent += len(dg.nacks)
-        self._outq = []
-        self._last_sent = self._now
+    @property
+    def outstanding(self) -> int:
+        """Own messages submitted and not yet known to be delivered everywhere (queued,
+        in flight, or delivered here but not yet held by every member)."""
+        return sum(len(msgs) for msgs in self._own.values()) + self._batcher.queued
+
+    @property
+    def undelivered(self) -> int:
+        """Vertices of the current view carrying messages not yet delivered here."""
+        session = self.membership.session
+        return session.undelivered if session is not None else 0
+
+    def peers(self) -> dict[int, dict[str, float | int | bool | None]]:
+        """Per listed node: ``last_heard`` (the caller's clock, ``None``: never),
+        ``incarnation`` (-1: unknown), ``alive`` (not suspected), ``in_view``."""
+        m = self.membership
+        now = m._now
+        view = m.view
+        out: dict[int, dict[str, float | int | bool | None]] = {}
+        for node in sorted(set(self.members) | set(view.nodes if view else ())):
+            if node == self.node_id:
+                continue
+            inc = m.incarnation_of(node)
+            out[node] = {
+                "last_heard": m.detector.last_heard.get(node),
+                "incarnation": -1 if inc is None else inc,
+                "alive": m.detector.alive(node, now),
+                "in_view": view is not None and view.member(node) is not None,
+            }
         return out
 
+    @property
+    def quorum(self) -> dict[str, int]:
+        """Votes needed for a primary view, and live listed nodes (this one included)."""
+        m = self.membership
+        live = m.alive_members(m._now)
+        return {"needed": needed(self.members, self.config.expected_votes),
+                "listed": len(self.members),
+                "reachable": len([n for n in live if n in self.members])}
+
+    @property
+    def leaving_started(self) -> bool:
+        """``leave`` was called."""
+        return self.membership.leaving
+
+    def peek(self, data: bytes) -> Datagram | MembershipDatagram:
+        """Decode a datagram with this node's key (tests and tools); ``DecodeError``."""
+        return decode(data, self._auth, self._limits)
+
+    def released(self, view_id: int) -> dict[int, int] | None:
+        """Per sender, the last seq released in view ``view_id`` (``None``: not held)."""
+        for sess in self._sessions():
+            if sess.view_id == view_id:
+                return dict(sess.reliable.releaser.released)
+        return None
+
+    def reconfigure(self, members: Sequence[int], now: float) -> None:
+        """Reload the potential-member list (SIGHUP). The coordinator's list becomes the
+        next view's; a member no longer listed is left out, a newly listed one taken in."""
+        if self.node_id not in members or len(set(members)) != len(members):
+            raise ClientError("bad_membership", "node_id must be one of distinct members")
+        self._now = now
+        self.members = tuple(sorted(members))
+        cfg = self.config
+        self.membership.reconfigure(self.members, Settings(
+            cfg.rule, cfg.phi, cfg.expected_votes, cfg.max_message_size, self.members))
+        self.membership.handle_timer(now)
+
+    def leave(self, now: float) -> None:
+        """Leave the group gracefully: the next view goes on without this node."""
+        self._now = now
+        self.membership.leave(now)
+        self.membership.handle_timer(now)
+
+    def state_to_persist(self) -> bytes | None:
+        """The durable membership state, when it changed since the last call. Write it
+        (atomically, fsynced) before sending the datagrams of the same step."""
+        m = self.membership
+        if not m.durable_dirty:
+            return None
+        m.durable_dirty = False
+        return m.durable.encode()
+
+    def datagrams_to_send(self) -> list[bytes]:
+        now = self._now
+        session = self.membership.sending_session()
+        if session is not None and self._batcher:
+            sent: list[tuple[int, list[tuple[bytes, ServiceLevel]]]] = []
+            session.send_batches(self._batcher, self._window, now, sent)
+            view = session.view_id
+            for seq, messages in sent:
+                self._own[(view, seq)] = messages
+        window = self._window
+        if window.blocked:
+            unstable = session.reliable.unstable() if session is not None else 0
+            if window.should_release(unstable, self._batcher.pending_bytes):
+                window.blocked = False
+                self._events.append(BackpressureReleased(unstable, self._batcher.pending_bytes))
+        out: list[Datagram | MembershipDatagram] = []
+        out.extend(self.membership.take_datagrams())
+        for sess in self._sessions():
+            out.extend(sess.reliable.take_datagrams(now))
+        if not out:
+            return []
+        data = [encode(dg, self._auth) for dg in out]
+        counts, stats = self._stats.datagrams_sent, self._stats
+        for dg, raw in zip(out, data, strict=True):
+            counts[KIND_NAMES[dg.kind]] += 1
+            stats.bytes_sent += len(raw)
+            if isinstance(dg, Datagram):
+                if dg.kind == 0:
+                    stats.data_bytes_sent += len(raw)
+                stats.nack_ranges_sent += len(dg.nacks)
+        return data
+
     def events(self) -> list[Event]:
-        events, self._events = self._events, []
+        events = self._events.copy()
+        self._events.clear()  # the layers below hold this very list
+        own = self._own
+        me = self.node_id
+        stats = self._stats
+        for ev in events:
+            if type(ev) is BatchDelivered:
+                stats.messages_delivered += len(ev.payloads)
+                if ev.sender == me and (ev.view, ev.seq) in own:
+                    self._own_delivered.add((ev.view, ev.seq))
+            elif type(ev) is ViewInstalled:
+                stats.views_installed += 1
+        if own:
+            self._prune_own()
         return events
 
-    # ------------------------------------------------------------------ send side
+    def _prune_own(self) -> None:
+        """Forget own messages delivered here and stable: every member holds them, so
+        every cut of their view contains them (they are delivered everywhere)."""
+        session = self.membership.session
+        if session is None:
+            return
+        view = session.view_id
+        stable = session.reliable.acks.stable(self.node_id)
+        own, done = self._own, self._own_delivered
+        while own:
+            key = next(iter(own))  # oldest first: the dict keeps sending order
+            if key[0] != view or key[1] > stable or key not in done:
+                break
+            del own[key]
+            done.discard(key)
 
-    def _unstable(self) -> int:
-        return self._seq - self._acks.stable(self.node_id)
+    # ------------------------------------------------------------------ internals
 
-    def _flush_batches(self) -> None:
-        batcher, window = self._batcher, self._window
-        budget = self.config.datagram_budget
-        while batcher and window.can_send(self._unstable()):
-            acks = self._acks.delta_for(self.node_id, self._releaser.released)
-            nacks = min(len(self._nack_queue), self._max_nacks_per_datagram)
-            room = budget - overhead_bound(len(acks), nacks)
-            service, items = batcher.next_vertex(room)
-            self._new_vertex(service, items, acks)
-        if window.should_release(self._unstable(), batcher.pending_bytes):
-            window.blocked = False
-            self._events.append(BackpressureReleased(self._unstable(), batcher.pending_bytes))
+    def _sessions(self) -> list[ViewSession]:
+        m = self.membership
+        out = [s for s, _ in m.retired.values()]
+        if m.session is not None:
+            out.append(m.session)
+        return out
 
-    def _new_vertex(
-        self,
-        service: ServiceLevel,
-        items: tuple,
-        acks: tuple[tuple[int, int], ...] | None = None,
-    ) -> None:
-        if acks is None:
-            acks = self._acks.delta_for(self.node_id, self._releaser.released)
-        self._seq += 1
-        v = Vertex(self.node_id, self._seq, acks, service, self._now, items)
-        kind = Kind.DATA if items else Kind.ACK_ONLY
-        self._outq.append(Datagram(kind, self.node_id, VIEW_ID, self._seq, (), (v,)))
-        self._stats.vertices_sent += 1
-        self._releaser.release_own(v)
-        self._unacked_data = 0
-        self._ack_deadline = None
-        self._on_release(v)
-        self._after_releases()
+    def _make_session(self, view: ViewRecord, now: float) -> ViewSession:
+        self._batcher.restart_partial()
+        session = ViewSession(
+            view.view_id, view.nodes, node_id=self.node_id, config=self.config,
+            rng=random.Random(self._rng.random()), now=now, drop=self._drop,
+            counters=self._counters, events=self._events,
+        )
+        return session
 
-    def _attach_nacks(self) -> None:
-        cap = self._max_nacks_per_datagram
-        outq = self._outq
-        for i, dg in enumerate(outq):
-            if not self._nack_queue:
-                return
-            if dg.kind in (Kind.DATA, Kind.ACK_ONLY, Kind.HEARTBEAT) and not dg.nacks:
-                take, self._nack_queue = self._nack_queue[:cap], self._nack_queue[cap:]
-                outq[i] = Datagram(dg.kind, dg.sender, dg.view, dg.hb_seq, tuple(take), dg.vertices)
-        while self._nack_queue:
-            take, self._nack_queue = self._nack_queue[:cap], self._nack_queue[cap:]
-            outq.append(Datagram(Kind.NACK, self.node_id, VIEW_ID, self._seq, tuple(take)))
-
-    # ------------------------------------------------------------------ receive side
-
-    def _foreign(self, dg: Datagram) -> str | None:
-        members = self._releaser.released
-        if dg.view != VIEW_ID:
-            return "wrong_view"
-        if dg.sender not in members:
-            return "unknown_sender"
-        for node, _, _ in dg.nacks:
-            if node not in members:
-                return "unknown_member"
-        for v in dg.vertices:
-            if v.origin not in members:
-                return "unknown_member"
-        return None
+    def _view_closed(self, view_id: int, cut: dict[int, int] | None) -> None:
+        """A view of ours ended. Own messages inside its cut were delivered by the
+        primary component; the others (this member was excluded) are reported, never
+        sent again: a member excluded with us may have delivered them already."""
+        keys = sorted(key for key in self._own if key[0] == view_id)
+        mine = [(key[1], self._own.pop(key), key in self._own_delivered) for key in keys]
+        self._own_delivered.difference_update(keys)
+        limit = -1 if cut is None else cut.get(self.node_id, 0)
+        doubt = tuple(p for seq, msgs, here in mine if seq > limit and not here for p, _ in msgs)
+        seen = tuple(p for seq, msgs, here in mine if seq > limit and here for p, _ in msgs)
+        if doubt or seen:
+            self._stats.messages_in_doubt += len(doubt) + len(seen)
+            self._events.append(MessagesInDoubt(view_id, doubt, seen))
 
     def _drop(self, reason: str, detail: str = "") -> None:
         drops = self._stats.drops
         drops[reason] = drops.get(reason, 0) + 1
         self._events.append(DatagramDropped(reason, detail))
-
-    def _on_nack(self, node: int, first: int, last: int, now: float) -> None:
-        first_missing = self._releaser.first_missing(node) if node != self.node_id else None
-        if first_missing is not None and first <= first_missing <= last:
-            self._nacks.heard_nack(node, now)
-        store = self._store[node]
-        last = min(last, first + self.config.max_repair_per_nack - 1)
-        origin = node == self.node_id
-        for seq in range(max(first, self._gc_floor[node] + 1), last + 1):
-            if seq in store:
-                self._repairs.nacked((node, seq), now, origin=origin)
-
-    def _on_release(self, v: Vertex) -> None:
-        """``v`` was released in causal order (received, or our own)."""
-        self._acks.apply(v)
-        self._store[v.origin][v.seq] = v
-        self._stats.vertices_released += 1
-        mine = v.origin == self.node_id
-        if v.items and not mine:
-            self._unacked_data += 1
-            if self._ack_deadline is None:
-                self._ack_deadline = self._now + self.config.ack_delay
-        ordered = v.items and v.service is not ServiceLevel.CAUSAL
-        if ordered:
-            self._holdback.ordered_released(v.origin, v.seq)
-        elif v.items and self._holdback.offer(v, self._acks.vectors[v.origin]):
-            self._deliver(v, self._causal_reasm, None)
-        for delivered in self._engine.insert(
-            CausalMessage(v.origin, v.seq, v.acks, v if ordered else None)
-        ):
-            self._ordered.append((delivered.payload, delivered))
-
-    def _after_releases(self) -> None:
-        for node, stable in self._acks.refresh():
-            store = self._store[node]
-            for seq in range(self._gc_floor[node] + 1, stable + 1):
-                store.pop(seq, None)
-                self._repairs.forget((node, seq))
-            self._gc_floor[node] = stable
-        ordered = self._ordered
-        stable_of = self._acks.stable
-        holdback = self._holdback
-        while ordered:
-            v, delivered = ordered[0]
-            if v.service is ServiceLevel.SAFE and stable_of(v.origin) < v.seq:
-                break
-            ordered.popleft()
-            self._deliver(v, self._ordered_reasm, delivered)
-            holdback.ordered_delivered(v.origin, v.seq)
-            for held in holdback.ready():  # before the next ordered one: it may follow them
-                self._deliver(held, self._causal_reasm, None)
-
-    def _deliver(self, v: Vertex, reasm: Reassembler, d: MessageDelivered | None) -> None:
-        payloads: list[bytes] = []
-        for item in v.items:
-            if isinstance(item, Fragment):
-                try:
-                    whole = reasm.add(v.origin, item)
-                except ProtocolViolation as exc:
-                    self._drop(exc.reason, exc.detail)
-                    continue
-                if whole is not None:
-                    payloads.append(whole)
-            else:
-                payloads.append(item)
-        if not payloads:
-            return
-        self._stats.messages_delivered += len(payloads)
-        if d is None:
-            event = BatchDelivered(
-                v.origin, v.seq, tuple(payloads), v.service, None, None, None, None, None, None,
-                v.send_ts,
-            )
-        else:
-            event = BatchDelivered(
-                v.origin, v.seq, tuple(payloads), v.service, self._position, d.activation,
-                d.rule, d.ntail, d.unseen, d.nvt, v.send_ts,
-            )
-            self._position += len(payloads)
-        self._events.append(event)

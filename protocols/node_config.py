@@ -1,4 +1,4 @@
-"""Configuration of a ``protocols.Node``: one frozen dataclass, every knob with a unit.
+"""Configuration of a ``amcast.protocols.Node``: one frozen dataclass, every knob with a unit.
 
 The daemon's pydantic model maps onto this dataclass field by field. Times are seconds of
 the caller's clock (the ``now`` passed to the Node), sizes are bytes, windows count DAG
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.errors import ConfigurationError
-from protocols.ordering import OrderingConfig
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.ordering import DEFAULT_RULE, OrderingConfig
 
 MIN_KEY_BYTES = 16
 MIN_DATAGRAM_BUDGET = 512
@@ -20,7 +20,7 @@ MAX_DATAGRAM_BUDGET = 65_507  # largest UDP payload over IPv4
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
     # --- total order (sections 3-5 of the seed paper) ---
-    rule: str = "stoto"
+    rule: str = DEFAULT_RULE.value
     """Delivery rule of the engine: lex, stoto, gtoto or gltoto (toto is unsafe, refused)."""
     phi: float | None = None
     """Threshold Φ of the rule; ``None`` = n/2 (checked against n when the Node starts)."""
@@ -50,8 +50,9 @@ class NodeConfig:
     # --- timers (seconds) ---
     ack_delay: float = 0.0002
     """Wait before an ack-only vertex acknowledges data when nothing else goes out."""
-    heartbeat_interval: float = 0.5
-    """A node silent this long sends a heartbeat carrying its latest sequence number."""
+    heartbeat_interval: float = 0.1
+    """A node silent this long sends a heartbeat (its latest sequence number); a node
+    outside a primary view announces itself (JOIN) this often."""
     nack_delay: float = 0.004
     """Upper bound of the random wait before a gap is nacked (nack suppression)."""
     nack_retry: float = 0.05
@@ -60,6 +61,25 @@ class NodeConfig:
     """Upper bound of the random wait before a non-origin retransmits (repair suppression)."""
     repair_holdoff: float = 0.02
     """After a vertex was retransmitted, nacks for it are ignored this long."""
+
+    # --- membership (section 2: views, failure detection, flush) ---
+    suspect_timeout: float = 0.8
+    """A member not heard from this long is suspected and excluded by a new view. Lower:
+    faster failover, and more false exclusions of members that are only slow (GC
+    pauses, an overloaded host). Must exceed a few heartbeat intervals."""
+    flush_timeout: float = 0.25
+    """Deadline of each phase of a view change (promises, acceptances): members that have
+    not answered by then are left out of the new view."""
+    membership_retry: float = 0.02
+    """Membership messages not yet answered are sent again this often."""
+    join_settle: float = 0.3
+    """At start-up, once a majority is reachable, wait this long for the other listed
+    members before forming the first view (no wait once every listed member is heard)."""
+    expected_votes: int | None = None
+    """Votes a primary component needs a strict majority of (votequorum style): at least
+    the number of listed members (more raises the bar); ``None`` = that number."""
+    max_held_report: int = 256
+    """Held (not yet released) vertices a member describes when a view closes."""
 
     # --- per-datagram caps ---
     max_nack_ranges: int = 64
@@ -91,6 +111,16 @@ class NodeConfig:
         for name in ("ack_delay", "nack_delay", "repair_delay", "repair_holdoff"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0")
-        for name in ("heartbeat_interval", "nack_retry"):
+        for name in ("heartbeat_interval", "nack_retry", "suspect_timeout", "flush_timeout",
+                     "membership_retry"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} must be > 0")
+        if self.join_settle < 0:
+            raise ConfigurationError("join_settle must be >= 0")
+        if self.suspect_timeout < 2 * self.heartbeat_interval:
+            raise ConfigurationError(
+                f"suspect_timeout ({self.suspect_timeout} s) must be at least twice "
+                f"heartbeat_interval ({self.heartbeat_interval} s)"
+            )
+        if self.expected_votes is not None and self.expected_votes < 1:
+            raise ConfigurationError("expected_votes must be >= 1")

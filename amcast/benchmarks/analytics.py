@@ -1,6 +1,6 @@
 """``amcast bench analytics``: delivery records/s the Spark analysis job processes, local mode.
 
-A synthetic log set of ``--records`` delivery records (``analytics.synthetic``: ``--nodes``
+A synthetic log set of ``--records`` delivery records (``amcast.analytics.synthetic``: ``--nodes``
 nodes delivering the same vertices, 10% causal, rotated files, metrics snapshots every
 10 s) is generated once, column-wise with pyarrow, and cached under ``--cache`` (a
 ``.complete`` marker tells a finished set). The whole job (read and parse the JSON,
@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from amcast.protocols.errors import ConfigurationError
 
 NAME = "analytics"
 HELP = "delivery records/s the Spark analysis job processes (local mode, synthetic logs)"
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def log_set(args: argparse.Namespace, say: Any) -> tuple[Path, float]:
     """The cached log set's directory, generating it first if needed (and how long)."""
-    from analytics import synthetic
+    from amcast.analytics import synthetic
 
     directory = args.cache / f"records-{args.records}-nodes-{args.nodes}-seed-{args.seed}"
     logs = directory / "logs"
@@ -55,7 +57,21 @@ def log_set(args: argparse.Namespace, say: Any) -> tuple[Path, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from analytics.javacheck import require_java
+    """The benchmark; an ordinary failure (no Java, a Spark error, ...) becomes a
+    ``ConfigurationError``: one line and exit status 2."""
+    from amcast.analytics.errors import one_line
+
+    try:
+        return _run(args)
+    except Exception as exc:
+        line = one_line(exc)
+        if line is None:
+            raise
+        raise ConfigurationError(line) from exc
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from amcast.analytics.javacheck import require_java
 
     quiet = getattr(args, "json", False)
 
@@ -64,9 +80,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"... {msg}", file=sys.stderr, flush=True)
 
     require_java()
-    from analytics.job import Progress
-    from analytics.job import run as run_job
-    from analytics.session import get_session
+    from amcast.analytics.job import Progress
+    from amcast.analytics.job import run as run_job
+    from amcast.analytics.session import get_session
 
     logs, gen_s = log_set(args, say)
     size = sum(p.stat().st_size for p in logs.rglob("*.jsonl*"))

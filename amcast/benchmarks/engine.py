@@ -14,8 +14,8 @@ import sys
 import time
 from typing import Any
 
-from protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
-from protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from amcast.protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
+from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
 
 NAME = "engine"
 HELP = "insertions/s and deliveries/s of the total-order engine alone"

@@ -1,6 +1,6 @@
 """``amcast bench node``: the reliable causal layer and the full Node, in figures.
 
-Everything runs in the deterministic cluster simulator (``protocols.simulation``), so
+Everything runs in the deterministic cluster simulator (``amcast.protocols.simulation``), so
 the message counts are exact and reproducible per seed; only the throughput figure uses
 the wall clock (one process, compare ratios within one run on a shared machine).
 
@@ -23,10 +23,10 @@ import sys
 import time
 from typing import Any
 
-from protocols.events import ServiceLevel
-from protocols.node_config import NodeConfig
-from protocols.simulation.cluster import Cluster, RunResult, Workload
-from protocols.simulation.network import LinkFaults, NetworkConfig
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
+from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
+from amcast.protocols.vocabulary import ServiceLevel
 
 NAME = "node"
 HELP = "control overhead, header size, repair latency and throughput of the full Node"

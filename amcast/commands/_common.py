@@ -1,4 +1,4 @@
-"""Shared bits of the client-side subcommands: the ``--socket`` option."""
+"""Shared bits of the subcommands: the ``--socket`` option, ``CommandFailed``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import argparse
 import os
 
 from amcast.client import DEFAULT_SOCKET
+from amcast.protocols.errors import AmcastError
+
+
+class CommandFailed(AmcastError):
+    """The request could not be done (refused messages, ...): exit status 1, one line."""
 
 
 def add_socket_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,8 @@
-"""``amcast cluster``: start, run or stop N daemons on loopback multicast for local use."""
+"""``amcast cluster``: start, run or stop N daemons on loopback multicast for local use.
+
+``start`` and ``run`` refuse a directory whose recorded daemons still run (stop them first:
+starting over them would orphan them); ``stop`` on a directory without a cluster fails
+with one line (exit 1)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from amcast.commands._common import CommandFailed
 from amcast.localcluster import LocalCluster
 
 
@@ -69,7 +74,14 @@ def run_foreground(args: argparse.Namespace) -> int:
 
 
 def run_stop(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.load(args.dir)
+    cluster = LocalCluster.load(args.dir)  # ClusterStateError (exit 1) when there is none
+    alive = cluster.alive()
+    if not alive:
+        print(f"no daemon of {args.dir} is running (already stopped)")
+        return 0
     cluster.stop()
-    print(f"stopped {len(cluster.nodes)} daemons")
+    left = cluster.alive()
+    if left:
+        raise CommandFailed(f"daemons {left} did not stop: kill them by pid")
+    print(f"stopped {len(alive)} daemons")
     return 0

@@ -4,7 +4,9 @@
 one ordering study from the flags. ``--preset faults`` runs full Nodes (wire, reliable
 causal layer, ordering engine) over the lossy simulated network for a range of seeds and
 checks agreement, total order, causal order, integrity and validity after every run: the
-long version of the CI sweep (exit status 1 if any seed violates a property). ``--plot``
+long version of the CI sweep (exit status 1 if any seed violates a property).
+``--preset membership`` does the same under crashes, restarts, pauses, joins, leaves and
+partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel). ``--plot``
 draws the latency distributions; ``--json`` prints one JSON object with the same figures.
 """
 
@@ -14,11 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.ordering import DEFAULT_RULE, OrderingRule
+from amcast.protocols.simulation.causal_broadcast import Topology, Workload
+from amcast.protocols.simulation.ordering_study import Study, run_study, section7
 from amcast.report import print_report
-from protocols.errors import ConfigurationError
-from protocols.ordering import OrderingRule
-from protocols.simulation.causal_broadcast import Topology, Workload
-from protocols.simulation.ordering_study import Study, run_study, section7
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="simulate n processors ordering messages (virtual time, seeded)",
         description=__doc__.splitlines()[0],
     )
-    p.add_argument("--preset", choices=["section7", "custom", "faults"], default="section7")
+    p.add_argument("--preset", choices=["section7", "custom", "faults", "membership"],
+                   default="section7")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duration", type=float, default=10.0, help="virtual seconds of sending")
     p.add_argument("--n", type=int, default=8, help="processors (custom)")
@@ -52,9 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--duplicate", type=float, default=0.2, help="duplication rate")
     faults.add_argument("--reorder", type=float, default=0.2, help="reordering rate")
     faults.add_argument("--messages", type=int, default=12, help="messages per node and seed")
-    faults.add_argument("--rule", default="stoto", choices=[r.value for r in OrderingRule
+    faults.add_argument("--rule", default=DEFAULT_RULE.value, choices=[r.value for r in OrderingRule
                                                            if r.value != "toto"],
                         help="ordering rule of the Nodes")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="processes running seeds in parallel (--preset membership)")
     p.add_argument("--plot", type=Path, help="write latency distributions to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -76,7 +81,7 @@ def _variants(spec: str) -> list[tuple[OrderingRule, float | None]]:
 
 
 def run_faults(args: argparse.Namespace) -> int:
-    from protocols.simulation.cluster import run_cluster_simulation
+    from amcast.protocols.simulation.cluster import run_cluster_simulation
 
     if not 2 <= args.n_min <= args.n_max:
         raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
@@ -91,9 +96,41 @@ def run_faults(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def run_membership(args: argparse.Namespace) -> int:
+    """The membership sweep, over ``--jobs`` processes; progress on stderr."""
+    import concurrent.futures
+    import functools
+
+    from amcast.protocols.simulation import membership_sweep as sweep
+
+    if not 2 <= args.n_min <= args.n_max:
+        raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
+    n_range = (args.n_min, min(args.n_max, 16))
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    one = functools.partial(sweep.seed_outcome, n_range=n_range, max_loss=args.max_loss,
+                            messages_per_node=args.messages * 3)
+    progress = _progress(args)
+    outcomes = []
+    step = max(1, len(seeds) // 50)
+    with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs)) as pool:
+        for k, outcome in enumerate(pool.map(one, seeds, chunksize=4), 1):
+            outcomes.append(outcome)
+            if progress and (k % step == 0 or k == len(seeds) or outcome.violations):
+                bad = sum(1 for o in outcomes if o.violations)
+                state = "VIOLATION" if outcome.violations else "ok"
+                progress(f"{k}/{len(seeds)} seeds (seed {outcome.seed}): {state}; "
+                         f"{bad} seeds with violations so far")
+    report = sweep.summarize(outcomes, n_range=n_range, max_loss=args.max_loss)
+    ok = report.pop("ok")
+    print_report(report, as_json=args.json)
+    return 0 if ok else 1
+
+
 def run(args: argparse.Namespace) -> int:
     if args.preset == "faults":
         return run_faults(args)
+    if args.preset == "membership":
+        return run_membership(args)
     progress = _progress(args)
     if args.preset == "section7":
         report, results = section7(seed=args.seed, duration=args.duration, progress=progress)

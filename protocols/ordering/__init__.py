@@ -1,10 +1,21 @@
 """The total-order engine: the ToTo family of delivery rules on the causality DAG."""
 
-from protocols.ordering.config import UNSAFE_RULES, OrderingConfig, OrderingRule
-from protocols.ordering.engine import TotalOrderEngine
-from protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered, MessageId
+from amcast.protocols.ordering.config import (
+    DEFAULT_RULE,
+    UNSAFE_RULES,
+    OrderingConfig,
+    OrderingRule,
+)
+from amcast.protocols.ordering.engine import TotalOrderEngine
+from amcast.protocols.ordering.messages import (
+    CausalMessage,
+    DeliveryRule,
+    MessageDelivered,
+    MessageId,
+)
 
 __all__ = [
+    "DEFAULT_RULE",
     "UNSAFE_RULES",
     "CausalMessage",
     "DeliveryRule",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
 
 
 class OrderingRule(StrEnum):
@@ -38,6 +38,10 @@ UNSAFE_RULES: dict[OrderingRule, str] = {
 """Rules that violate total order as written in the paper, with the reason."""
 
 
+DEFAULT_RULE = OrderingRule.GLTOTO
+"""The one default delivery rule (NodeConfig, the daemon's config and the docs use it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class OrderingConfig:
     """The ordering rule and its threshold.
@@ -46,7 +50,7 @@ class OrderingConfig:
     size by ``resolve_phi`` (1.5 for G-ToTo and GL-ToTo with two members).
     """
 
-    rule: OrderingRule = OrderingRule.GLTOTO
+    rule: OrderingRule = DEFAULT_RULE
     phi: float | None = None
     allow_unsafe: bool = False
 

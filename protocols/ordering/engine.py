@@ -12,7 +12,7 @@ an insertion costs O(its acks), and only a processor's first message in an activ
 walks the DAG, down to the candidates. Messages after a processor's first one change
 nothing but ToTo's tail(m), which is read only when the original ToTo rule asks.
 
-Activations. After every insertion the configured rule (``protocols.ordering.rules``)
+Activations. After every insertion the configured rule (``amcast.protocols.ordering.rules``)
 is evaluated; when it fires, the chosen candidates are delivered in processor-id order,
 leave G, their children whose predecessors are now all delivered become candidates, and
 a new activation starts with every processor's vote recomputed from its (possibly new)
@@ -25,6 +25,16 @@ candidates and leave G exactly when the rules deliver them, so every processor r
 them at the same point of the same activation and computes the same order. They take
 no position in the total order and produce no delivery event.
 
+End of a view (section 2: "because of virtual synchrony, we only need to order the
+messages that are delivered between configuration changes"). The membership layer
+hands every survivor the same final DAG of the view (the flush), so once it is inserted
+every survivor's engine is in the same state: the rules only ever decide on what the DAG
+holds, so each survivor has delivered a prefix of what they decide on the final DAG.
+``close`` then delivers what is left deterministically: the candidates of each
+activation in processor-id order (the lexicographic rule without waiting for the votes
+of members that are gone), until G is empty. That respects causal order (candidates
+are roots) and is identical at every survivor.
+
 Input is trusted to be causal (the causal layer checks peers); a message out of order,
 duplicated, or acknowledging an unknown message raises ``ProtocolViolation``.
 """
@@ -34,11 +44,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from protocols.errors import ConfigurationError, ProtocolViolation
-from protocols.ordering import rules
-from protocols.ordering.config import OrderingConfig, OrderingRule
-from protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered
-from protocols.ordering.votes import ActivationVotes, bits
+from amcast.protocols.errors import ConfigurationError, ProtocolViolation
+from amcast.protocols.ordering import rules
+from amcast.protocols.ordering.config import OrderingConfig, OrderingRule
+from amcast.protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered
+from amcast.protocols.ordering.votes import ActivationVotes, bits
 
 
 class _Vertex:
@@ -88,6 +98,11 @@ class TotalOrderEngine:
         return len(self._vertices)
 
     @property
+    def pending_payloads(self) -> int:
+        """Vertices in G that carry a payload (ack-only ones excluded)."""
+        return sum(1 for v in self._vertices.values() if v.message.payload is not None)
+
+    @property
     def ntail(self) -> int:
         return self._votes.ntail
 
@@ -100,6 +115,19 @@ class TotalOrderEngine:
         elif self.rule is not OrderingRule.TOTO:
             return []  # votes unchanged: only ToTo's tail(m) depends on later messages
         return self._evaluate()
+
+    def close(self) -> list[MessageDelivered]:
+        """Deliver everything left in G, deterministically (end of a view, see above)."""
+        out: list[MessageDelivered] = []
+        chains = self._chains
+        while self._vertices:
+            roots = 0
+            for i, chain in enumerate(chains):
+                if chain and chain[0].pending == 0:
+                    roots |= 1 << i
+            self._emit(roots & ~self._gl_delivered, DeliveryRule.FLUSH, out)
+            self._close_activation(roots | self._gl_delivered)
+        return out
 
     # -- the DAG ----------------------------------------------------------------------
 

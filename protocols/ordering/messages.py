@@ -9,11 +9,9 @@ its ``acks`` are the DAG's edges (section 2, "Causality DAG"). The engine answer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-MessageId = tuple[int, int]
-"""``(sender node id, sequence number)``; sequence numbers start at 1 per sender."""
+from amcast.protocols.vocabulary import DeliveryRule, MessageId
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +37,6 @@ class CausalMessage:
     @property
     def ack_only(self) -> bool:
         return self.payload is None
-
-
-class DeliveryRule(StrEnum):
-    """Which rule of the seed paper released a message."""
-
-    EARLY = "early"  # early delivery rule (sections 3 and 4)
-    DEFAULT = "default"  # default rule: Ntail(G) = n (also the lexicographic rule)
-    GL_PREFIX = "gl_prefix"  # stable prefix of an unfinished activation (section 5)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocols.ordering.votes import ActivationVotes, bits
+from amcast.protocols.ordering.votes import ActivationVotes, bits
 
 TailCount = Callable[[int], int]
 """Ntail(s) for a candidate sender index s (needed by ToTo only)."""

@@ -1,6 +1,6 @@
 """Reliable causal multicast (Trans / Transis, section 1 of the ToTo paper).
 
-Small state machines, one job each, composed by ``protocols.node.Node``:
+Small state machines, one job each, composed by ``amcast.protocols.node.Node``:
 ``causal`` (release in causal order, duplicates, bounded hold buffer), ``stability``
 (full ack vectors rebuilt from delta acks, stable prefixes), ``repair`` (nack and
 retransmission timers with randomized suppression), ``flow`` (send window and

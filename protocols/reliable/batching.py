@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from protocols.errors import ProtocolViolation
-from protocols.events import ServiceLevel
-from protocols.wire.codec import Fragment, Item
-from protocols.wire.limits import FRAGMENT_OVERHEAD, ITEM_OVERHEAD
+from amcast.protocols.errors import ProtocolViolation
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.codec import Fragment, Item
+from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, ITEM_OVERHEAD
 
 
 class Batcher:
@@ -26,9 +26,16 @@ class Batcher:
         self._queue: deque[tuple[bytes, ServiceLevel]] = deque()
         self._offset = 0  # bytes of the head message already sent as fragments
         self.pending_bytes = 0
+        self.completed: list[tuple[bytes, ServiceLevel]] = []
+        """Messages whose last byte went into a vertex since the caller last emptied it."""
 
     def __bool__(self) -> bool:
         return bool(self._queue)
+
+    @property
+    def queued(self) -> int:
+        """Messages queued (the head one may be partly sent as fragments)."""
+        return len(self._queue)
 
     def add(self, payload: bytes, service: ServiceLevel) -> None:
         self._queue.append((payload, service))
@@ -49,6 +56,7 @@ class Batcher:
             if end == len(payload):
                 queue.popleft()
                 self._offset = 0
+                self.completed.append((payload, service))
             else:
                 self._offset = end
             return service, (Fragment(len(payload), offset, chunk),)
@@ -61,9 +69,26 @@ class Batcher:
                 break
             queue.popleft()
             items.append(payload)
+            self.completed.append((payload, kind))
             used += cost
             self.pending_bytes -= len(payload)
         return service, tuple(items)
+
+    def restart_partial(self) -> None:
+        """A view ended in the middle of a fragmented message: send it whole again (its
+        fragments in the old view are never delivered: delivery needs the last one)."""
+        if self._offset:
+            self.pending_bytes += self._offset
+            self._offset = 0
+
+    def requeue_front(self, messages: list[tuple[bytes, ServiceLevel]]) -> None:
+        """Put messages back at the head of the queue, in the given order."""
+        if not messages:
+            return
+        self.restart_partial()
+        for payload, service in reversed(messages):
+            self._queue.appendleft((payload, service))
+            self.pending_bytes += len(payload)
 
 
 class Reassembler:

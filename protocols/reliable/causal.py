@@ -14,19 +14,25 @@ buffer full of later vertices cannot block the one they wait for (so at most
 ``max_held + n`` vertices are held). Duplicates are recognised and refused. ``known`` records the
 highest sequence number heard of per sender (from vertices, acks and heartbeats), so
 the gaps ``released < seq <= known`` not held are what the repair layer nacks.
+
+View changes (section 2, virtual synchrony) freeze the DAG: ``limit`` caps, per sender,
+what may be released (vertices beyond it stay held); the flush first sets it to what was
+released when the member promised, then to the agreed cut, and the gaps up to the limit
+are what is nacked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from protocols.errors import ProtocolViolation
-from protocols.wire.codec import Vertex
+from amcast.protocols.errors import ProtocolViolation
+from amcast.protocols.wire.codec import Vertex
 
 HELD = "held"
 DUPLICATE = "duplicate"
 BEYOND_WINDOW = "beyond_receive_window"
 BUFFER_FULL = "receive_buffer_full"
+BEYOND_LIMIT = "beyond_view_cut"
 
 
 class CausalReleaser:
@@ -38,6 +44,10 @@ class CausalReleaser:
         self._receive_window = receive_window
         self._max_held = max_held
         self.held_count = 0
+        self.limit: dict[int, int] | None = None
+        """Per sender, the highest seq that may be released (``None``: no limit)."""
+        self.final = False
+        """The limit is the view's final cut: vertices beyond it are refused, not held."""
 
     def note_known(self, node: int, seq: int) -> None:
         if seq > self.known[node]:
@@ -54,6 +64,9 @@ class CausalReleaser:
                 raise ProtocolViolation("self_ack", f"vertex {v.id} acks its own sender")
             if node not in released:
                 raise ProtocolViolation("unknown_member", f"vertex {v.id} acks node {node}")
+        limit = self.limit
+        if self.final and limit is not None and seq > limit[origin]:
+            return BEYOND_LIMIT  # the view is closed: nothing past the cut
         if seq > self.known[origin]:
             self.known[origin] = seq
         for node, ack in v.acks:
@@ -81,7 +94,7 @@ class CausalReleaser:
         while todo:
             origin = todo.pop()
             v = held[origin].get(released[origin] + 1)
-            if v is None:
+            if v is None or (self.limit is not None and v.seq > self.limit[origin]):
                 continue
             blocker = next((n for n, s in v.acks if released[n] < s), None)
             if blocker is not None:
@@ -96,6 +109,32 @@ class CausalReleaser:
             if waiting:
                 todo.extend(waiting)
 
+    def set_limit(self, limit: dict[int, int], out: list[Vertex], *, final: bool) -> None:
+        """Cap releases at ``limit`` and append whatever it lets go to ``out``. A
+        ``final`` limit is the view's cut: held vertices beyond it are forgotten (they can
+        never be released in this view) and later ones are refused."""
+        self.limit = limit
+        self.final = final
+        if final:
+            for origin, held in self._held.items():
+                top = limit[origin]
+                for seq in [s for s in held if s > top]:
+                    del held[seq]
+                    self.held_count -= 1
+                if self.known[origin] > max(top, self.released[origin]):
+                    self.known[origin] = max(top, self.released[origin])
+        for origin in list(self._held):
+            self._release_from(origin, out)
+
+    def held_vertices(self) -> list[Vertex]:
+        """Vertices held (received, not released), in sender then sequence order."""
+        return [held[seq] for _, held in sorted(self._held.items()) for seq in sorted(held)]
+
+    def holds(self, cut: dict[int, int]) -> bool:
+        """True when every sender's vertices up to ``cut`` are released."""
+        released = self.released
+        return all(released[node] >= seq for node, seq in cut.items())
+
     def has_gap(self, node: int) -> bool:
         return self.known[node] > self.released[node] + len(self._held[node])
 
@@ -104,6 +143,8 @@ class CausalReleaser:
         ranges: list[tuple[int, int]] = []
         held = self._held[node]
         top = min(self.known[node], self.released[node] + self._receive_window)
+        if self.limit is not None:
+            top = min(top, self.limit[node])
         seq = self.released[node] + 1
         while seq <= top and len(ranges) < limit:
             if seq in held:

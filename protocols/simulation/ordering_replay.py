@@ -4,17 +4,17 @@ Each processor's engine is fed its own causal release order; a delivery happens 
 virtual time of the release that triggered it. The result holds the section 7 figures
 of the ToTo paper: the average Ntail(G) at delivery (how many processors one waited to
 hear from), the share of deliveries made by each rule, delivery latency, and the safety
-checks of ``protocols.simulation.safety`` over all processors' sequences.
+checks of ``amcast.protocols.simulation.safety`` over all processors' sequences.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.ordering import OrderingConfig, OrderingRule, TotalOrderEngine
-from protocols.ordering.messages import DeliveryRule, MessageId
-from protocols.simulation import safety
-from protocols.simulation.causal_broadcast import Trace
+from amcast.protocols.ordering import OrderingConfig, OrderingRule, TotalOrderEngine
+from amcast.protocols.ordering.messages import DeliveryRule, MessageId
+from amcast.protocols.simulation import safety
+from amcast.protocols.simulation.causal_broadcast import Trace
 
 
 @dataclass

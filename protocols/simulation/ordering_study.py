@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocols.ordering import OrderingRule
-from protocols.ordering.messages import DeliveryRule
-from protocols.simulation.causal_broadcast import Topology, Workload, simulate
-from protocols.simulation.ordering_replay import ReplayResult, early_gain, replay
+from amcast.protocols.ordering import OrderingRule
+from amcast.protocols.ordering.messages import DeliveryRule
+from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from amcast.protocols.simulation.ordering_replay import ReplayResult, early_gain, replay
 
 Variant = tuple[OrderingRule, float | None]
 Progress = Callable[[str], None]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from protocols.errors import DecodeError
-from protocols.wire.limits import PREFIX_BYTES, TAG_BYTES, WIRE_VERSION
+from amcast.protocols.errors import DecodeError
+from amcast.protocols.wire.limits import PREFIX_BYTES, TAG_BYTES, WIRE_VERSION
 
 FLAG_AUTHENTICATED = 0x01
 

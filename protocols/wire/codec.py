@@ -15,8 +15,15 @@ prefix and the authentication tag, see ``auth``):
   fragment ``[total_len, offset, chunk]``; a vertex without items is ack-only.
 
 A DATA or ACK_ONLY datagram carries the sender's own new vertex; REPAIR carries
-retransmitted vertices (any member may retransmit any vertex it holds); NACK and
-HEARTBEAT carry no vertex. ``decode`` never raises anything but ``DecodeError``.
+retransmitted vertices (any member may retransmit any vertex it holds); NACK carries
+no vertex; HEARTBEAT carries, in place of vertices, a flat ``node, seq`` list: what its
+sender has released of each member (an acknowledgement that is not a DAG edge: it only
+feeds stability, so a safe message is not held up by an idle cluster). These are the
+*data plane* of one view: ``view`` says which (sequence numbers and the DAG are per
+view). A MEMBERSHIP datagram is
+``[5, sender, view, incarnation, type, body]`` (``amcast.protocols.wire.membership``):
+``view`` is the sender's current view (0 if none) and ``incarnation`` tells a restarted
+daemon from its previous life. ``decode`` never raises anything but ``DecodeError``.
 """
 
 from __future__ import annotations
@@ -27,11 +34,18 @@ from enum import IntEnum
 from typing import Any
 
 import msgpack
-
-from protocols.errors import DecodeError
-from protocols.events import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
-from protocols.wire.auth import Authenticator
-from protocols.wire.limits import MAX_NODE_ID, MAX_SEQ, MAX_VIEW_ID, WireLimits
+from amcast.protocols.errors import DecodeError
+from amcast.protocols.vocabulary import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.fields import read_int, read_list
+from amcast.protocols.wire.limits import (
+    MAX_INCARNATION,
+    MAX_NODE_ID,
+    MAX_SEQ,
+    MAX_VIEW_ID,
+    WireLimits,
+)
+from amcast.protocols.wire.membership import Message, decode_message, encode_message
 
 
 class Kind(IntEnum):
@@ -40,6 +54,7 @@ class Kind(IntEnum):
     NACK = 2
     REPAIR = 3
     HEARTBEAT = 4
+    MEMBERSHIP = 5
 
 
 KIND_NAMES: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
@@ -79,12 +94,29 @@ class Vertex:
 
 @dataclass(frozen=True, slots=True)
 class Datagram:
+    """A data-plane datagram of view ``view``."""
+
     kind: Kind
     sender: int
     view: int
     hb_seq: int
     nacks: tuple[tuple[int, int, int], ...] = ()
     vertices: tuple[Vertex, ...] = ()
+    acks: tuple[tuple[int, int], ...] = ()
+    """HEARTBEAT only: what the sender has released of each member."""
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipDatagram:
+    """A membership message from ``sender`` (incarnation ``incarnation``), sent while
+    the sender was in view ``view`` (0: none)."""
+
+    sender: int
+    view: int
+    incarnation: int
+    message: Message
+
+    kind = Kind.MEMBERSHIP
 
 
 # ----------------------------------------------------------------------------- encode
@@ -105,41 +137,43 @@ def encode_body(dg: Datagram) -> bytes:
     nacks: list[int] = []
     for node, first, last in dg.nacks:
         nacks.extend((node, first, last))
-    vertices = [_vertex_obj(v) for v in dg.vertices]
-    obj = [int(dg.kind), dg.sender, dg.view, dg.hb_seq, nacks, vertices]
+    if dg.kind == Kind.HEARTBEAT:
+        last: list[Any] = []
+        for node, seq in dg.acks:
+            last.extend((node, seq))
+    else:
+        last = [_vertex_obj(v) for v in dg.vertices]
+    obj = [int(dg.kind), dg.sender, dg.view, dg.hb_seq, nacks, last]
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def encode(dg: Datagram, auth: Authenticator) -> bytes:
+def encode_membership_body(dg: MembershipDatagram) -> bytes:
+    code, body = encode_message(dg.message)
+    obj = [int(Kind.MEMBERSHIP), dg.sender, dg.view, dg.incarnation, code, body]
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode(dg: Datagram | MembershipDatagram, auth: Authenticator) -> bytes:
+    if isinstance(dg, MembershipDatagram):
+        return auth.seal(encode_membership_body(dg))
     return auth.seal(encode_body(dg))
 
 
 # ----------------------------------------------------------------------------- decode
 
 
-def _int(value: Any, lo: int, hi: int, what: str) -> int:
-    if type(value) is not int or not lo <= value <= hi:
-        raise DecodeError("bad_field", f"{what}={value!r:.40}")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    if type(value) is not list:
-        raise DecodeError("bad_field", f"{what} is not an array")
-    return value
-
-
 def _vertex(obj: Any, limits: WireLimits) -> Vertex:
-    fields = _list(obj, "vertex")
+    fields = read_list(obj, "vertex")
     if len(fields) != 6:
         raise DecodeError("bad_field", "vertex arity")
-    origin = _int(fields[0], 0, MAX_NODE_ID, "origin")
-    seq = _int(fields[1], 1, MAX_SEQ, "seq")
-    flat = _list(fields[2], "acks")
+    origin = read_int(fields[0], 0, MAX_NODE_ID, "origin")
+    seq = read_int(fields[1], 1, MAX_SEQ, "seq")
+    flat = read_list(fields[2], "acks")
     if len(flat) % 2 or len(flat) > 2 * limits.max_members:
         raise DecodeError("bad_field", "acks length")
     acks = tuple(
-        (_int(flat[i], 0, MAX_NODE_ID, "ack node"), _int(flat[i + 1], 1, MAX_SEQ, "ack seq"))
+        (read_int(flat[i], 0, MAX_NODE_ID, "ack node"),
+         read_int(flat[i + 1], 1, MAX_SEQ, "ack seq"))
         for i in range(0, len(flat), 2)
     )
     service = SERVICE_BY_CODE.get(fields[3]) if type(fields[3]) is int else None
@@ -148,7 +182,7 @@ def _vertex(obj: Any, limits: WireLimits) -> Vertex:
     ts = fields[4]
     if type(ts) not in (float, int) or not math.isfinite(ts):
         raise DecodeError("bad_field", "send_ts")
-    raw_items = _list(fields[5], "items")
+    raw_items = read_list(fields[5], "items")
     if len(raw_items) > limits.max_items:
         raise DecodeError("bad_field", "too many items")
     items: list[Item] = []
@@ -156,11 +190,11 @@ def _vertex(obj: Any, limits: WireLimits) -> Vertex:
         if type(raw) is bytes:
             items.append(raw)
             continue
-        frag = _list(raw, "item")
+        frag = read_list(raw, "item")
         if len(frag) != 3 or len(raw_items) != 1 or type(frag[2]) is not bytes:
             raise DecodeError("bad_field", "fragment")
-        total = _int(frag[0], 1, limits.max_message_size, "fragment total_len")
-        offset = _int(frag[1], 0, total - 1, "fragment offset")
+        total = read_int(frag[0], 1, limits.max_message_size, "fragment total_len")
+        offset = read_int(frag[1], 0, total - 1, "fragment offset")
         chunk = frag[2]
         if not chunk or offset + len(chunk) > total:
             raise DecodeError("bad_field", "fragment bounds")
@@ -168,7 +202,7 @@ def _vertex(obj: Any, limits: WireLimits) -> Vertex:
     return Vertex(origin, seq, acks, service, float(ts), tuple(items))
 
 
-def decode(data: bytes, auth: Authenticator, limits: WireLimits) -> Datagram:
+def decode(data: bytes, auth: Authenticator, limits: WireLimits) -> Datagram | MembershipDatagram:
     """Authenticate then decode one datagram; any defect raises ``DecodeError``."""
     if len(data) > limits.max_datagram_bytes:
         raise DecodeError("too_large", f"{len(data)} bytes")
@@ -187,26 +221,40 @@ def decode(data: bytes, auth: Authenticator, limits: WireLimits) -> Datagram:
         )
     except Exception as exc:  # msgpack raises several unrelated types; all are "malformed"
         raise DecodeError("malformed", type(exc).__name__) from None
-    fields = _list(obj, "datagram")
+    fields = read_list(obj, "datagram")
     if len(fields) != 6:
         raise DecodeError("bad_field", "datagram arity")
     kind_code = fields[0]
     if type(kind_code) is not int or kind_code not in KIND_NAMES:
         raise DecodeError("bad_field", "kind")
     kind = Kind(kind_code)
-    sender = _int(fields[1], 0, MAX_NODE_ID, "sender")
-    view = _int(fields[2], 0, MAX_VIEW_ID, "view")
-    hb_seq = _int(fields[3], 0, MAX_SEQ, "hb_seq")
-    flat = _list(fields[4], "nacks")
+    sender = read_int(fields[1], 0, MAX_NODE_ID, "sender")
+    view = read_int(fields[2], 0, MAX_VIEW_ID, "view")
+    if kind is Kind.MEMBERSHIP:
+        incarnation = read_int(fields[3], 0, MAX_INCARNATION, "incarnation")
+        return MembershipDatagram(sender, view, incarnation,
+                                  decode_message(fields[4], fields[5], limits))
+    hb_seq = read_int(fields[3], 0, MAX_SEQ, "hb_seq")
+    flat = read_list(fields[4], "nacks")
     if len(flat) % 3 or len(flat) > 3 * limits.max_nack_ranges:
         raise DecodeError("bad_field", "nacks length")
     nacks = []
     for i in range(0, len(flat), 3):
-        node = _int(flat[i], 0, MAX_NODE_ID, "nack node")
-        first = _int(flat[i + 1], 1, MAX_SEQ, "nack first")
-        last = _int(flat[i + 2], first, MAX_SEQ, "nack last")
+        node = read_int(flat[i], 0, MAX_NODE_ID, "nack node")
+        first = read_int(flat[i + 1], 1, MAX_SEQ, "nack first")
+        last = read_int(flat[i + 2], first, MAX_SEQ, "nack last")
         nacks.append((node, first, last))
-    raw_vertices = _list(fields[5], "vertices")
+    if kind is Kind.HEARTBEAT:
+        flat_acks = read_list(fields[5], "heartbeat acks", max_len=2 * limits.max_members)
+        if len(flat_acks) % 2:
+            raise DecodeError("bad_field", "heartbeat acks length")
+        acks = tuple(
+            (read_int(flat_acks[i], 0, MAX_NODE_ID, "ack node"),
+             read_int(flat_acks[i + 1], 0, MAX_SEQ, "ack seq"))
+            for i in range(0, len(flat_acks), 2)
+        )
+        return Datagram(kind, sender, view, hb_seq, tuple(nacks), (), acks)
+    raw_vertices = read_list(fields[5], "vertices")
     if len(raw_vertices) > limits.max_vertices:
         raise DecodeError("bad_field", "too many vertices")
     vertices = tuple(_vertex(v, limits) for v in raw_vertices)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2  # 2: 64-bit view ids, membership datagrams
 TAG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits (as RFC 4868 does for IPsec)
 PREFIX_BYTES = 2  # version byte + flags byte
 
 MAX_NODE_ID = 2**32 - 1
-MAX_VIEW_ID = 2**32 - 1
+MAX_VIEW_ID = 2**63 - 1
+MAX_INCARNATION = 2**63 - 1
+MAX_TEXT_BYTES = 256  # reason codes and details in membership messages
 MAX_SEQ = 2**62
 
 
@@ -27,6 +29,8 @@ class WireLimits:
     max_vertices: int = 64
     max_items: int = 65_536
     max_message_size: int = 16 * 1024 * 1024
+    max_held_report: int = 512
+    """Held vertices one membership ``PROMISE`` may describe."""
 
     @property
     def max_array_len(self) -> int:
@@ -37,7 +41,7 @@ class WireLimits:
 # Upper bounds (bytes) of the msgpack encoding of the non-payload parts of a datagram,
 # used by the batcher to stay within the datagram budget. Integers are bounded by their
 # widest msgpack form (uint32 for node and view ids: 5 bytes, uint64 otherwise: 9).
-FIXED_OVERHEAD = PREFIX_BYTES + TAG_BYTES + 1 + 1 + 5 + 5 + 9 + 5 + 3 + (1 + 5 + 9 + 5 + 1 + 9 + 5)
+FIXED_OVERHEAD = PREFIX_BYTES + TAG_BYTES + 1 + 1 + 5 + 9 + 9 + 5 + 3 + (1 + 5 + 9 + 5 + 1 + 9 + 5)
 ACK_OVERHEAD = 5 + 9
 NACK_RANGE_OVERHEAD = 5 + 9 + 9
 ITEM_OVERHEAD = 5

@@ -1,10 +1,11 @@
 """The figures of a log directory computed by hand, in pure Python, from the JSON lines.
 
-The definitions are the job's (``analytics.figures``): window ``floor(ts / W) * W``;
+The definitions are the job's (``amcast.analytics.figures``): window ``floor(ts / W) * W``;
 latency per delivered message, nearest-rank percentiles (the smallest value with at
 least p of the values at or below it); Ntail averaged over ordered vertices; rule shares
 over vertices; metrics deltas between consecutive snapshots of a node (first one is the
-baseline, a decrease of any counter is a restart and the delta is the new value).
+baseline; a new incarnation or a decrease of any counter is a restart and the delta is the
+new value).
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def overhead(recs: list[dict[str, Any]], w: float) -> dict[tuple, dict[str, int]
     for node, snaps in per_node.items():
         snaps.sort(key=lambda s: s["ts"])
         for prev, cur in itertools.pairwise(snaps):
-            restart = any(cur[c] < prev[c] for c in COUNTERS)
+            restart = (cur["incarnation"] != prev["incarnation"]
+                       or any(cur[c] < prev[c] for c in COUNTERS))
             key = (node, cur["variant"], window(cur["ts"], w))
             acc = out.setdefault(key, dict.fromkeys((*COUNTERS, "restarts"), 0))
             acc["restarts"] += int(restart)

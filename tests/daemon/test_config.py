@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgpack
 import pytest
+from amcast.daemon.config import DaemonConfig, load_config
+from amcast.protocols.errors import ConfigurationError
+from pydantic import ValidationError
 
-from daemon.config import DaemonConfig, load_config
-from protocols.errors import ConfigurationError
+from amcast import socket_protocol as sp
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,3 +72,52 @@ def test_bad_configuration_is_a_clear_error(
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_config(tmp_path / "nope.toml", {})
+
+
+def test_one_size_knob_and_the_limits_derived_from_it() -> None:
+    """Item 4: api.max_message_bytes is the one knob; the rest follows and always fits."""
+    cfg = DaemonConfig(protocol={"insecure": True})
+    lim = cfg.limits()
+    assert lim.max_message_bytes == cfg.api.max_message_bytes >= 1 << 20  # 1 MiB by default
+    groups = sp.groups_bytes(cfg.api.max_groups, cfg.api.max_group_name_bytes)
+    # the largest send frame (longest groups, a big id) fits the derived frame limit
+    frame = msgpack.packb(
+        {"t": "send", "id": 2**63 - 1, "groups": ["g" * cfg.api.max_group_name_bytes]
+         * cfg.api.max_groups, "service": "agreed", "payloads": [b"x" * lim.max_message_bytes]},
+        use_bin_type=True,
+    )
+    assert len(frame) <= lim.max_frame_bytes < lim.max_message_bytes + groups + 8192
+    # ... and so does its envelope in the engine's limit
+    env = sp.encode_envelope(2**63 - 1, ["g" * cfg.api.max_group_name_bytes] * cfg.api.max_groups,
+                             [b"x" * lim.max_message_bytes])
+    assert len(env) <= lim.engine_max_message_size == cfg.node_config().max_message_size
+    assert cfg.node_config().max_pending_bytes >= lim.engine_max_message_size
+    big = DaemonConfig(api={"max_message_bytes": 16 << 20}, protocol={"insecure": True})
+    assert big.node_config().max_message_size > 16 << 20
+    assert big.limits().max_frame_bytes > 16 << 20
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        ({"api": {"max_frame_bytes": 1 << 20}}, "derived from api.max_message_bytes"),
+        ({"api": {"submit_queue_frames": 10}}, "api.submit_queue_bytes"),
+        ({"api": {"max_message_bytes": 64 << 20}}, "client_queue_max_bytes"),
+        ({"api": {"max_message_bytes": 40 << 20, "client_queue_max_bytes": 1 << 30}},
+         "submit_queue_bytes"),
+    ],
+)
+def test_limits_that_would_disagree_are_refused(data: dict, needle: str) -> None:
+    with pytest.raises(ValidationError, match=needle):
+        DaemonConfig.model_validate(data)
+
+
+def test_engine_size_keys_cannot_contradict_the_api_limit() -> None:
+    with pytest.raises(ConfigurationError, match=r"derived from api\.max_message_bytes"):
+        DaemonConfig(protocol={"insecure": True, "max_message_size": 1000}).node_config()
+    with pytest.raises(ConfigurationError, match="max_pending_bytes"):
+        DaemonConfig(protocol={"insecure": True, "max_pending_bytes": 1000}).node_config()
+    cfg = DaemonConfig(api={"max_message_bytes": 48 << 20, "client_queue_max_bytes": 1 << 30,
+                            "submit_queue_bytes": 1 << 30}, protocol={"insecure": True})
+    nc = cfg.node_config()  # unset max_pending_bytes grows to hold the largest envelope
+    assert nc.max_pending_bytes == nc.max_message_size > 48 << 20

@@ -6,7 +6,8 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.frames import PREFIX, FrameDecoder, FrameError, encode
+from amcast.socket_protocol import PREFIX, FrameDecoder, FrameError
+from amcast.socket_protocol import encode_frame as encode
 
 
 def test_round_trip_split_anywhere() -> None:

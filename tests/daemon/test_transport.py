@@ -8,9 +8,8 @@ import random
 import socket
 
 import pytest
-
-from daemon.config import NetworkSection
-from daemon.transport import MulticastTransport, TransportSetupError, errno_hint
+from amcast.daemon.config import NetworkSection
+from amcast.daemon.transport import MulticastTransport, TransportSetupError, errno_hint
 
 
 def free_udp_port() -> int:

@@ -25,7 +25,7 @@ def test_the_readme_table_is_the_generated_one() -> None:
 
 
 def test_the_default_file_sets_the_model_defaults() -> None:
-    from daemon.config import DaemonConfig
+    from amcast.daemon.config import DaemonConfig
 
     written = tomllib.loads((REPO / "config" / "amcastd.toml").read_text())
     written.pop("protocol")

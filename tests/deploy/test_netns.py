@@ -24,6 +24,7 @@ from amcast.client import Client
 from amcast.demo import check_sequences
 from amcast.loadgen import LoadReport, Receiver
 from amcast.localcluster import LocalCluster
+from tests.steady import STEADY
 
 NODES = 3
 PER_NODE = 300
@@ -97,7 +98,8 @@ def test_three_namespaces_over_a_bridge_deliver_the_identical_order(
     namespaces: tuple[list[str], list[str]], tmp_path: Path
 ) -> None:
     names, addresses = namespaces
-    cluster = LocalCluster(NODES, tmp_path / "c", protocol={"insecure": True}, metrics=False,
+    cluster = LocalCluster(NODES, tmp_path / "c", protocol={"insecure": True, **STEADY},
+                           metrics=False,
                            interfaces=addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in names])
     cluster.start(timeout=30)

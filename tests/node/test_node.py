@@ -6,28 +6,30 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from protocols.errors import BackpressureError, ClientError, ConfigurationError
-from protocols.events import (
+from amcast.protocols.errors import BackpressureError, ClientError, ConfigurationError
+from amcast.protocols.events import (
     BackpressureApplied,
     BackpressureReleased,
     BatchDelivered,
     DatagramDropped,
     ServiceLevel,
 )
-from protocols.node import Node
-from protocols.node_config import NodeConfig
-from protocols.reliable.holdback import CausalHoldback
-from protocols.simulation.cluster import Cluster
-from protocols.wire.auth import Authenticator
-from protocols.wire.codec import Datagram, Kind, Vertex, decode, encode
+from amcast.protocols.node import Node
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.reliable.holdback import CausalHoldback
+from amcast.protocols.simulation.cluster import Cluster
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
+from amcast.protocols.wire.membership import ViewRecord
 
 KEY = b"simulation-group-key"
 
 
 def node(n: int = 3, node_id: int = 0, **kw: object) -> Node:
+    """A node already in view 1 of ``n`` members (as if every member had agreed on it)."""
     cfg = NodeConfig(group_key=KEY, **kw)  # type: ignore[arg-type]
-    return Node(cfg, node_id=node_id, members=list(range(n)), rng=random.Random(1), now=0.0)
+    return Node(cfg, node_id=node_id, members=list(range(n)), rng=random.Random(1), now=0.0,
+                initial_view=ViewRecord.agreed(list(range(n))))
 
 
 def delivered(cluster: Cluster, i: int) -> list[bytes]:
@@ -61,19 +63,19 @@ def test_bad_input_never_raises_and_is_counted_with_a_reason() -> None:
     inputs = {
         "truncated": b"\x01",
         "bad_version": b"\x07\x01" + b"x" * 40,
-        "auth_failed": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), other),
-        "auth_missing": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), Authenticator(None)),
+        "auth_failed": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), other),
+        "auth_missing": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), Authenticator(None)),
         "malformed": peer.seal(b"\xc1"),
-        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 0, 0), peer),
-        "wrong_view": encode(Datagram(Kind.HEARTBEAT, 1, 3, 0), peer),
-        "unknown_member": encode(Datagram(Kind.NACK, 1, 0, 0, ((9, 1, 1),)), peer),
+        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 1, 0), peer),
+        "stale_view": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), peer),
+        "unknown_member": encode(Datagram(Kind.NACK, 1, 1, 0, ((9, 1, 1),)), peer),
     }
     for data in inputs.values():
         nd.receive_datagram(data, 1.0)
     events = nd.events()
     assert [e.reason for e in events if isinstance(e, DatagramDropped)] == list(inputs)
     assert nd.stats.drops == dict.fromkeys(inputs, 1)
-    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 0, 0), peer), 1.0)  # own echo
+    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 1, 0), peer), 1.0)  # own echo
     assert nd.stats.own_echoes == 1 and not nd.events()
 
 
@@ -86,7 +88,8 @@ def test_submit_rejects_misuse() -> None:
 
 
 def test_backpressure_when_the_window_is_full_and_release_once_stable() -> None:
-    cluster = Cluster(3, seed=1, node_config=NodeConfig(group_key=KEY, window_size=4))
+    cfg = NodeConfig(group_key=KEY, window_size=4, suspect_timeout=10.0)  # one view
+    cluster = Cluster(3, seed=1, node_config=cfg)
     cluster.link_filter = lambda src, dst, data: cluster.now > 1.0  # partitioned until t=1
     sender = cluster.nodes[0]
     accepted = 0
@@ -143,7 +146,7 @@ def test_lost_last_message_is_repaired_within_two_heartbeat_intervals() -> None:
     first = []
 
     def lose_first_data(src: int, dst: int, data: bytes) -> bool:
-        dg = decode(data, cluster.nodes[src]._auth, cluster.nodes[src]._limits)
+        dg = cluster.nodes[src].peek(data)
         if dg.kind is Kind.DATA and not first:
             first.append(dg)
             return False
@@ -162,7 +165,8 @@ def test_lost_last_message_is_repaired_within_two_heartbeat_intervals() -> None:
 
 
 def test_safe_message_waits_for_stability_and_holds_back_what_follows() -> None:
-    cluster = Cluster(3, seed=2, node_config=NodeConfig(group_key=KEY, rule="stoto"))
+    cfg = NodeConfig(group_key=KEY, rule="stoto", suspect_timeout=10.0)  # one view
+    cluster = Cluster(3, seed=2, node_config=cfg)
     cluster.link_filter = lambda src, dst, data: not (src == 2 and cluster.now < 1.0)
     cluster.submit(0, b"safe", ServiceLevel.SAFE)
     cluster.advance(0.01)
@@ -193,7 +197,8 @@ def test_large_messages_are_fragmented_and_reassembled(size: int, budget: int) -
 
 def test_every_datagram_fits_the_budget_and_batches_share_a_vertex() -> None:
     cfg = NodeConfig(group_key=KEY)
-    nd = Node(cfg, node_id=0, members=list(range(64)), rng=random.Random(0), now=0.0)
+    nd = Node(cfg, node_id=0, members=list(range(64)), rng=random.Random(0), now=0.0,
+              initial_view=ViewRecord.agreed(list(range(64))))
     for k in range(200):
         nd.submit(b"%04d" % k + b"." * 60, 0.0)
     out = nd.datagrams_to_send()

@@ -12,9 +12,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from amcast.protocols.ordering import CausalMessage
 from hypothesis import strategies as st
-
-from protocols.ordering import CausalMessage
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,8 @@ messages vote but are never delivered, and G drains."""
 from __future__ import annotations
 
 import pytest
-
-from protocols.errors import ConfigurationError, ProtocolViolation
-from protocols.ordering import (
+from amcast.protocols.errors import ConfigurationError, ProtocolViolation
+from amcast.protocols.ordering import (
     CausalMessage,
     DeliveryRule,
     OrderingConfig,
@@ -107,3 +106,25 @@ def test_delivery_event_reports_votes_and_activation() -> None:
         0,
     )
     assert e.activation == 1
+
+
+def test_one_default_rule_everywhere() -> None:
+    """NodeConfig, OrderingConfig, the daemon's config, config/amcastd.toml and the README
+    name the same default delivery rule."""
+    import re
+    from pathlib import Path
+
+    from amcast.daemon.config import DaemonConfig
+    from amcast.protocols.node_config import NodeConfig
+    from amcast.protocols.ordering import DEFAULT_RULE, OrderingConfig
+
+    root = Path(__file__).resolve().parents[2]
+    assert OrderingConfig().rule is DEFAULT_RULE
+    assert NodeConfig(insecure=True).rule == DEFAULT_RULE.value
+    daemon = DaemonConfig.model_validate({"protocol": {"insecure": True}}).node_config()
+    assert daemon.rule == DEFAULT_RULE.value
+    toml = (root / "config" / "amcastd.toml").read_text()
+    assert re.search(r'^# rule = "(\w+)"$', toml, re.M).group(1) == DEFAULT_RULE.value
+    readme = (root / "README.md").read_text()
+    defaults = re.findall(r"^\| `(\w+)` \|[^\n]*\(default\) \|", readme, re.M)
+    assert defaults == [DEFAULT_RULE.value]

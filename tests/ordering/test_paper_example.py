@@ -7,10 +7,9 @@ follow B and F; G follows B; H follows I; K and L have not been heard from.
 from __future__ import annotations
 
 import pytest
-
-from protocols.ordering import CausalMessage, DeliveryRule, OrderingConfig, TotalOrderEngine
-from protocols.ordering.rules import gl_prefix, gtoto_early, gtoto_sources
-from protocols.ordering.votes import bits
+from amcast.protocols.ordering import CausalMessage, DeliveryRule, OrderingConfig, TotalOrderEngine
+from amcast.protocols.ordering.rules import gl_prefix, gtoto_early, gtoto_sources
+from amcast.protocols.ordering.votes import bits
 
 NAMES = "ABCDEFGHIJKL"
 P = {name: i for i, name in enumerate(NAMES)}

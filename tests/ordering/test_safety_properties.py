@@ -13,11 +13,11 @@ from __future__ import annotations
 import bisect
 
 import pytest
+from amcast.protocols.ordering import UNSAFE_RULES, OrderingConfig, OrderingRule, TotalOrderEngine
+from amcast.protocols.simulation import safety
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from protocols.ordering import UNSAFE_RULES, OrderingConfig, OrderingRule, TotalOrderEngine
-from protocols.simulation import safety
 from tests.ordering.causal_dags import Execution, executions, reveal_order
 
 SETTINGS = settings(
@@ -74,17 +74,21 @@ def draw_orders(execution: Execution, data: st.DataObject) -> list:
     return orders
 
 
-@SETTINGS
-@given(execution=executions(), data=st.data())
-def test_safe_variants_keep_total_causal_order_and_agreement(
-    execution: Execution, data: st.DataObject
-) -> None:
+def check_safe_rules(execution: Execution, data: st.DataObject) -> None:
     orders = draw_orders(execution, data)
     for rule in SAFE_RULES:
         phi = phi_for(rule, execution.n, data)
         sequences = run(execution, rule, phi, orders)
         found = violations(execution, sequences, full=[0, 1, 2])
         assert not found, f"{rule.value} phi={phi}: {found}"
+
+
+@SETTINGS
+@given(execution=executions(), data=st.data())
+def test_safe_variants_keep_total_causal_order_and_agreement(
+    execution: Execution, data: st.DataObject
+) -> None:
+    check_safe_rules(execution, data)
 
 
 def _unsafe_rule_check(rule: OrderingRule):  # type: ignore[no-untyped-def]
@@ -119,7 +123,7 @@ def test_complete_processors_deliver_everything_that_the_rules_can(
         delivered = [d.id for m in orders[0] for d in engine.insert(m)]
         # every processor acknowledges everything, twice (the second round's first
         # messages follow the whole first round, so it closes every activation)
-        from protocols.ordering import CausalMessage
+        from amcast.protocols.ordering import CausalMessage
 
         top = [0] * n
         for m in execution.messages:
@@ -134,3 +138,11 @@ def test_complete_processors_deliver_everything_that_the_rules_can(
                 ]
         expected = {m.id for m in execution.messages if m.payload is not None}
         assert set(delivered) == expected, rule.value
+
+
+@settings(SETTINGS, max_examples=300)
+@given(execution=executions(min_n=2, max_n=2), data=st.data())
+def test_safe_variants_with_two_members(execution: Execution, data: st.DataObject) -> None:
+    """Views of two members happen (a 3-node cluster after a crash): every safe rule stays
+    safe at n = 2 (G-ToTo and GL-ToTo with phi 1.5)."""
+    check_safe_rules(execution, data)

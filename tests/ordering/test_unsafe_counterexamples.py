@@ -18,16 +18,15 @@ only where the second messages of 1 and 2 (following c) are already in G.
 from __future__ import annotations
 
 import pytest
-
-from protocols.errors import ConfigurationError
-from protocols.ordering import (
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.ordering import (
     UNSAFE_RULES,
     CausalMessage,
     OrderingConfig,
     OrderingRule,
     TotalOrderEngine,
 )
-from protocols.simulation.safety import first_divergence
+from amcast.protocols.simulation.safety import first_divergence
 
 N = 8
 

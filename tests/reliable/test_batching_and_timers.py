@@ -5,12 +5,11 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from protocols.errors import ProtocolViolation
-from protocols.events import ServiceLevel
-from protocols.reliable.batching import Batcher, Reassembler
-from protocols.reliable.repair import NackTimers, RepairTimers
-from protocols.wire.codec import Fragment
+from amcast.protocols.errors import ProtocolViolation
+from amcast.protocols.reliable.batching import Batcher, Reassembler
+from amcast.protocols.reliable.repair import NackTimers, RepairTimers
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.codec import Fragment
 
 
 def test_batches_share_a_vertex_per_service_and_fragment_what_does_not_fit() -> None:

@@ -5,20 +5,19 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from protocols.errors import ProtocolViolation
-from protocols.events import ServiceLevel
-from protocols.reliable.causal import (
+from amcast.protocols.errors import ProtocolViolation
+from amcast.protocols.reliable.causal import (
     BEYOND_WINDOW,
     BUFFER_FULL,
     DUPLICATE,
     HELD,
     CausalReleaser,
 )
-from protocols.reliable.stability import AckMatrix
-from protocols.wire.codec import Vertex
+from amcast.protocols.reliable.stability import AckMatrix
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.codec import Vertex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def vx(origin: int, seq: int, *acks: tuple[int, int]) -> Vertex:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from amcast.protocols.ordering import UNSAFE_RULES, OrderingRule
+from amcast.protocols.ordering.messages import DeliveryRule
+from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from amcast.protocols.simulation.ordering_replay import early_gain, replay
 
 from amcast.cli import main
-from protocols.ordering import UNSAFE_RULES, OrderingRule
-from protocols.ordering.messages import DeliveryRule
-from protocols.simulation.causal_broadcast import Topology, Workload, simulate
-from protocols.simulation.ordering_replay import early_gain, replay
 
 SAFE = [r for r in OrderingRule if r not in UNSAFE_RULES]
 TOPOLOGIES = {
@@ -136,7 +136,7 @@ def test_simulate_faults_preset_sweeps_seeds_and_checks_every_property(
 def test_simulate_faults_preset_exits_1_when_a_seed_violates_a_property(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import protocols.simulation.cluster as cluster
+    import amcast.protocols.simulation.cluster as cluster
 
     real = cluster.run_point
 

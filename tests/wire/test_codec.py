@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-
-from protocols.errors import DecodeError
-from protocols.events import ServiceLevel
-from protocols.wire.auth import Authenticator
-from protocols.wire.codec import Datagram, Fragment, Kind, Vertex, decode, encode, encode_body
-from protocols.wire.limits import WireLimits, overhead_bound
+from amcast.protocols.errors import DecodeError
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import (
+    Datagram,
+    Fragment,
+    Kind,
+    Vertex,
+    decode,
+    encode,
+    encode_body,
+)
+from amcast.protocols.wire.limits import WireLimits, overhead_bound
 
 KEY = b"k" * 32
 AUTH = Authenticator(KEY)

@@ -7,14 +7,13 @@ built with the key, decode or fail cleanly) and insecure (the parser itself is e
 from __future__ import annotations
 
 import msgpack
+from amcast.protocols.errors import DecodeError
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex, decode, encode
+from amcast.protocols.wire.limits import WireLimits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from protocols.errors import DecodeError
-from protocols.events import ServiceLevel
-from protocols.wire.auth import Authenticator
-from protocols.wire.codec import Datagram, Fragment, Kind, Vertex, decode, encode
-from protocols.wire.limits import WireLimits
 
 KEYED = Authenticator(b"f" * 32)
 INSECURE = Authenticator(None)

@@ -1,0 +1,486 @@
+"""The asyncio client: ``Client`` (create it with ``await Client.connect(path)``).
+
+Theory of operation: a ``Session`` (``amcast.client.session``) holds the protocol state;
+this module does the I/O on an asyncio transport. ``send()`` is synchronous and
+*batches transparently*: it numbers the message, appends it to the pending frame, and the
+pending frames are written at the end of the current event-loop iteration
+(``call_soon``) or as soon as they reach ``max_batch_bytes``. After a write the client
+keeps one ``sync`` request in flight, so the daemon confirms (or refuses) what was written
+one round trip later.
+
+Memory and backpressure: the bytes of messages not yet confirmed (pending, buffered in the
+transport, or in the daemon's socket) are bounded by ``max_unconfirmed_bytes``; past it
+``send()`` raises ``WouldBlock`` without queuing, and ``await drain()`` (or ``send_wait``)
+waits for room. When the daemon stops reading (a full cluster window), confirmations stop,
+so a sender is held back at that bound instead of filling memory. Every wait (``drain``,
+``sync``, ``send_wait``, requests, ``close``) has a timeout (the client's ``timeout``
+unless given; ``math.inf`` waits for ever) and raises ``ClientTimeout``.
+
+Incoming frames: ``deliver`` and ``view`` become ``DeliveredBatch``/``ViewChange`` events
+in a bounded queue, read with ``await next_event()`` or the ``events()``/``batches()``/
+``deliveries()`` iterators; when the application does not read, the client stops reading
+the socket (the daemon's slow-reader policy then applies). Replies resolve their
+request by id. Refusals are raised (``MessagesRefused``, once) by the next ``send``,
+``flush``, ``drain``, ``sync`` or ``close``. When the connection ends (a fatal error
+frame, a closed socket) every later call raises ``ConnectionClosed`` naming the messages
+never written and those of unknown outcome; nothing is dropped silently, and no callback
+ever raises into the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, cast
+
+from amcast import socket_protocol as sp
+from amcast.client.errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
+from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.session import PAYLOAD_OVERHEAD, Reply, Session
+from amcast.protocols.errors import ClientError
+from amcast.socket_protocol import FrameDecoder, FrameError
+
+DEFAULT_SOCKET = "/run/amcast/amcastd.sock"
+DEFAULT_MAX_BATCH_BYTES = 16 * 1024
+DEFAULT_MAX_UNCONFIRMED_BYTES = 8 * 1024 * 1024
+DEFAULT_TIMEOUT = 30.0
+
+
+def connect_error(path: str, exc: BaseException) -> Unreachable:
+    if isinstance(exc, FileNotFoundError | ConnectionRefusedError):
+        return Unreachable("not_running", f"no amcastd listening on {path}")
+    if isinstance(exc, PermissionError):
+        return Unreachable("unreachable", f"permission denied on {path} (api.socket_group?)")
+    if isinstance(exc, TimeoutError):
+        return Unreachable("unreachable", f"{path} did not accept the connection in time")
+    reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return Unreachable("unreachable", f"cannot connect to {path}: {reason}")
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.decoder = FrameDecoder(1 << 30)
+        self.transport: asyncio.Transport | None = None
+        self.paused = False
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        on_item = self.client._on_item
+        for item in self.decoder.feed(data):
+            on_item(item)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.can_write.set()
+        self.client._on_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.can_write.set()
+
+
+class Client:
+    """asyncio client of amcastd; create with ``await Client.connect(path)``."""
+
+    def __init__(self, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                 max_queued_events: int = 4096, *,
+                 max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
+                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        self.max_batch_bytes = max_batch_bytes
+        self.timeout = timeout
+        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes)
+        self._proto = _Protocol(self)
+        self._loop = asyncio.get_running_loop()
+        self._events: deque[Event] = deque()
+        self._max_events = max_queued_events
+        self._event_ready = asyncio.Event()
+        self._progress = asyncio.Event()  # set when a reply, refusal or the end arrives
+        self._requests: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._welcome: asyncio.Future[None] = self._loop.create_future()
+        self._flush_scheduled = False
+
+    @classmethod
+    async def connect(cls, path: str = DEFAULT_SOCKET, *, name: str = "",
+                      max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                      max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
+                      max_queued_events: int = 4096,
+                      timeout: float | None = DEFAULT_TIMEOUT) -> Client:
+        """Connect and greet; raises ``Unreachable``, ``ClientTimeout`` or
+        ``ConnectionClosed`` (e.g. ``too_many_clients``)."""
+        self = cls(max_batch_bytes, max_queued_events,
+                   max_unconfirmed_bytes=max_unconfirmed_bytes, timeout=timeout)
+        limit = None if timeout is None or math.isinf(timeout) else timeout
+        try:
+            await asyncio.wait_for(
+                self._loop.create_unix_connection(lambda: self._proto, path), limit
+            )
+        except (OSError, TimeoutError) as exc:
+            raise connect_error(path, exc) from None
+        self._write(sp.encode_frame({"t": "hello", "v": sp.PROTOCOL_VERSION, "name": name}))
+        try:
+            await asyncio.wait_for(asyncio.shield(self._welcome), limit)
+        except TimeoutError:
+            self.abort()
+            raise ClientTimeout(f"amcastd at {path} did not answer hello within {timeout} s "
+                                "(is it stalled?)") from None
+        return self
+
+    # ---- state -----------------------------------------------------------------------
+    @property
+    def welcome(self) -> dict[str, Any]:
+        return self._session.welcome or {}
+
+    @property
+    def node(self) -> int:
+        return int(self.welcome["node"])
+
+    @property
+    def client_id(self) -> int:
+        return int(self.welcome["client"])
+
+    @property
+    def view(self) -> ViewChange | None:
+        return self._session.view
+
+    @property
+    def errors(self) -> deque[ClientError]:
+        """Errors the daemon reported about no particular request (the last 64)."""
+        return self._session.errors
+
+    @property
+    def sent(self) -> int:
+        """Messages accepted by ``send()`` so far (the next message's number)."""
+        return self._session.next_seq
+
+    @property
+    def confirmed(self) -> int:
+        """Every message numbered below this was handled by amcastd (accepted or refused)."""
+        return self._session.synced_seq
+
+    @property
+    def unconfirmed_bytes(self) -> int:
+        s = self._session
+        return s.pending_bytes + s.inflight_bytes
+
+    @property
+    def max_unconfirmed_bytes(self) -> int:
+        return self._session.max_unconfirmed_bytes
+
+    # ---- frames in -------------------------------------------------------------------
+    def _on_item(self, item: dict[str, Any] | FrameError) -> None:
+        s = self._session
+        if s.closed is not None:
+            return
+        if isinstance(item, FrameError):
+            s.fail(item.code, f"amcastd sent a bad frame: {item.detail}")
+            self._ended()
+            return
+        try:
+            out = s.on_frame(item)
+        except (KeyError, TypeError, ValueError) as exc:
+            s.fail("bad_frame", f"malformed {item.get('t')!r} frame from amcastd: {exc!r}")
+            self._ended()
+            return
+        if out is None:
+            if s.closed is not None:
+                self._ended()
+                return
+            if not self._welcome.done() and s.welcome is not None:
+                self._welcome.set_result(None)
+            if s.written_seq > s.synced_seq:  # keep one sync in flight
+                self._write(s.sync_frame())
+            self._progress.set()
+        elif type(out) is Reply:
+            fut = self._requests.pop(out.id, None)
+            if fut is not None and not fut.done():
+                if out.error is not None:
+                    fut.set_exception(out.error)
+                else:
+                    fut.set_result(cast(dict[str, Any], out.frame))
+            self._progress.set()
+        else:
+            self._push(cast(Event, out))
+
+    def _push(self, item: Event) -> None:
+        self._events.append(item)
+        self._event_ready.set()
+        t = self._proto.transport
+        if len(self._events) >= self._max_events and t is not None and not self._proto.paused:
+            self._proto.paused = True
+            t.pause_reading()
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._session.fail("closed", f"connection to amcastd lost{f': {exc}' if exc else ''}")
+        self._ended()
+
+    def _ended(self) -> None:
+        """The connection is over: fail the waiters, close our side (never raises)."""
+        err = self._session.closed_error()
+        for fut in self._requests.values():
+            if not fut.done():
+                fut.set_exception(err)
+                fut.exception()  # retrieved: an abandoned request logs nothing
+        self._requests.clear()
+        if not self._welcome.done():
+            self._welcome.set_exception(err)
+            self._welcome.exception()
+        self._event_ready.set()
+        self._progress.set()
+        self._proto.can_write.set()
+        t = self._proto.transport
+        if t is not None and not t.is_closing():
+            t.close()
+
+    # ---- frames out ------------------------------------------------------------------
+    def _write(self, data: bytes) -> None:
+        t = self._proto.transport
+        if data and t is not None and not t.is_closing():
+            t.write(data)
+
+    def _flush(self) -> None:
+        """Write the pending frames and keep a sync in flight; never raises (the pending
+        messages stay pending, reported as not sent, when the connection is gone)."""
+        self._flush_scheduled = False
+        s = self._session
+        if s.closed is not None:
+            return
+        t = self._proto.transport
+        if t is None or t.is_closing():
+            s.fail("closed", "connection to amcastd lost")
+            self._ended()
+            return
+        frames = s.take()
+        if not frames:
+            return
+        if len(frames) == 1:
+            t.write(frames[0][0])
+        else:
+            t.writelines([d for d, _ in frames])
+        sync = s.sync_frame()
+        if sync:
+            t.write(sync)
+
+    def flush(self) -> None:
+        """Write the pending messages now; raises refusals and ``ConnectionClosed``."""
+        self._flush()
+        if self._session.alarm:
+            self._session.check()
+
+    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> int:
+        """Queue one message; returns its number (0, 1, ... on this connection).
+
+        Raises at once (nothing queued): ``TypeError`` for a payload that is not bytes,
+        ``ClientError`` for bad groups/service or a payload over ``max_message_bytes``,
+        ``WouldBlock`` when ``max_unconfirmed_bytes`` are unconfirmed, ``MessagesRefused``
+        about earlier messages, ``ConnectionClosed`` after the end.
+        """
+        s = self._session
+        last = s._last
+        if (last is not None and groups is last.key_groups and service == last.service
+                and type(payload) is bytes and not s.alarm):
+            # the hot path, Session.add inlined: the same groups and service as the
+            # previous message, and room in its frame and in the unconfirmed bytes
+            size = len(payload)
+            pending = s.pending_bytes + size
+            if (size <= last.room and size <= s.max_message_bytes
+                    and pending + s.inflight_bytes <= s.max_unconfirmed_bytes):
+                last.payloads.append(payload)
+                last.room -= size + PAYLOAD_OVERHEAD
+                s.pending_bytes = pending
+                seq = s.next_seq
+                s.next_seq = seq + 1
+                if pending >= self.max_batch_bytes:
+                    self._flush()  # else: already scheduled with the frame's first message
+                return seq
+        seq = s.add(payload, groups, service)
+        if s.pending_bytes >= self.max_batch_bytes:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        return seq
+
+    async def send_wait(self, payload: bytes, groups: str | Sequence[str],
+                        service: str = "agreed", *, timeout: float | None = None) -> int:
+        """``send``, waiting (up to ``timeout``) for room instead of raising ``WouldBlock``."""
+        deadline = self._deadline(timeout)
+        s = self._session
+        size = len(payload)
+        while True:
+            try:
+                return self.send(payload, groups, service)
+            except WouldBlock:
+                self._flush()
+                await self._wait(lambda: s.has_room(size), deadline, "room to send")
+
+    async def drain(self, timeout: float | None = None) -> None:
+        """Flush, then wait (up to ``timeout``) while more than 3/4 of
+        ``max_unconfirmed_bytes`` is unconfirmed (the last quarter is room for the sends
+        between two drains) or the daemon is not reading."""
+        self.flush()
+        s = self._session
+        deadline = self._deadline(timeout)
+        low = s.max_unconfirmed_bytes * 3 // 4
+        if s.inflight_bytes > low:
+            await self._wait(lambda: s.inflight_bytes <= low, deadline, "drain")
+        if not self._proto.can_write.is_set():
+            try:
+                await asyncio.wait_for(self._proto.can_write.wait(), self._left(deadline))
+            except TimeoutError:
+                raise self._timeout("drain", deadline) from None
+        if s.alarm:
+            s.check()
+
+    async def sync(self, timeout: float | None = None) -> int:
+        """Flush and wait until amcastd has handled every message sent so far; raises
+        ``MessagesRefused`` if any was refused. Returns the number of messages sent."""
+        self._flush()
+        s = self._session
+        target = s.next_seq
+        if s.synced_seq < target:
+            await self._wait(lambda: s.synced_seq >= target, self._deadline(timeout), "sync")
+        if s.alarm:
+            s.check()
+        return target
+
+    async def _wait(self, done: Callable[[], bool], deadline: float | None, what: str) -> None:
+        s = self._session
+        while not done():
+            if s.closed is not None:
+                raise s.closed_error()
+            self._write(s.sync_frame(force=True))
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), self._left(deadline))
+            except TimeoutError:
+                raise self._timeout(what, deadline) from None
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        t = self.timeout if timeout is None else timeout
+        return None if t is None or math.isinf(t) else time.monotonic() + t
+
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _timeout(self, what: str, deadline: float | None) -> ClientTimeout:
+        s = self._session
+        n = s.unconfirmed_count()
+        note = ""
+        if self._proto.paused:
+            note = (f"; {len(self._events)} deliveries unread: the client reads the socket "
+                    "again once the application reads its events")
+        return ClientTimeout(
+            f"{what}: amcastd has not confirmed {n} message(s) in time: the cluster may be "
+            f"stalled (check amcast status --health){note}", n,
+        )
+
+    # ---- requests --------------------------------------------------------------------
+    async def _request(self, frame: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        self._flush()
+        s = self._session
+        if s.closed is not None:
+            raise s.closed_error()
+        rid = s.request_id()
+        fut: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        self._requests[rid] = fut
+        self._write(sp.encode_frame({**frame, "id": rid}))
+        deadline = self._deadline(timeout)
+        try:
+            return await asyncio.wait_for(fut, self._left(deadline))
+        except TimeoutError:
+            self._requests.pop(rid, None)
+            raise ClientTimeout(f"no reply to {frame['t']} from amcastd in time: it may be "
+                                "stalled (check amcast status --health)") from None
+
+    async def join(self, *groups: str, timeout: float | None = None) -> list[str]:
+        reply = await self._request({"t": "join", "groups": list(groups)}, timeout)
+        return list(reply["groups"])
+
+    async def leave(self, *groups: str, timeout: float | None = None) -> list[str]:
+        reply = await self._request({"t": "leave", "groups": list(groups)}, timeout)
+        return list(reply["groups"])
+
+    async def status(self, timeout: float | None = None) -> dict[str, Any]:
+        return await self._request({"t": "status"}, timeout)
+
+    # ---- deliveries --------------------------------------------------------------------
+    async def next_event(self, timeout: float | None = None) -> Event:
+        """The next delivery batch or view change; ``timeout`` None waits for ever."""
+        while not self._events:
+            if self._session.closed is not None:
+                raise self._session.closed_error()
+            self._event_ready.clear()
+            try:
+                await asyncio.wait_for(self._event_ready.wait(), timeout)
+            except TimeoutError:
+                raise ClientTimeout(f"no delivery within {timeout} s") from None
+        item = self._events.popleft()
+        if self._proto.paused and len(self._events) <= self._max_events // 2:
+            self._proto.paused = False
+            t = self._proto.transport
+            if t is not None and not t.is_closing():
+                t.resume_reading()
+        return item
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every event until the connection ends."""
+        while True:
+            try:
+                yield await self.next_event()
+            except ConnectionClosed:
+                return
+
+    async def batches(self, timeout: float | None = None) -> AsyncIterator[DeliveredBatch]:
+        while True:
+            item = await self.next_event(timeout)
+            if isinstance(item, DeliveredBatch):
+                yield item
+
+    async def deliveries(self, timeout: float | None = None) -> AsyncIterator[Delivery]:
+        async for batch in self.batches(timeout):
+            for d in batch:
+                yield d
+
+    # ---- the end -----------------------------------------------------------------------
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush, wait until every message is confirmed, close. Raises
+        ``MessagesRefused``, ``ClientTimeout`` or (when the connection had already ended
+        with messages unsent or of unknown outcome) ``ConnectionClosed``; the connection
+        is closed in every case."""
+        s = self._session
+        try:
+            if s.closed is None:
+                await self.sync(timeout)
+            else:
+                err = s.closed_error()
+                if err.unsent or err.unknown or err.refused:
+                    raise err
+        finally:
+            self.abort()
+            await asyncio.sleep(0)
+
+    def abort(self) -> None:
+        """Close now without waiting for confirmations (messages not yet confirmed are
+        then of unknown outcome)."""
+        s = self._session
+        s.fail("closed", "the client closed the connection")
+        self._ended()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            await self.close()
+        else:
+            self.abort()

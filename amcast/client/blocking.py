@@ -1,0 +1,375 @@
+"""The blocking client: ``BlockingClient``, the same protocol without an event loop.
+
+Theory of operation: the same ``Session`` as the asyncio client over a non-blocking
+socket driven by ``select``. Every call that talks to the daemon runs ``_io``: it writes
+its bytes completely *while* reading whatever arrives (so a client that joined groups
+never deadlocks against a daemon waiting for it to read), until the call's condition holds
+or its deadline passes. Deliveries and views read meanwhile wait in an inbox, bounded by
+``max_queued_bytes`` (past it the client stops reading; a call that needs a reply then
+raises ``ClientError("inbox_full")``: read your events).
+
+``send()`` batches like the asyncio client (a frame is written when ``max_batch_bytes``
+are pending, or by ``flush``) and returns the message number. When
+``max_unconfirmed_bytes`` are unconfirmed, ``send()`` *blocks* until amcastd confirms
+earlier messages, up to ``timeout`` (``ClientTimeout``). A write that cannot complete
+within ``timeout`` closes the connection (``ConnectionClosed`` with code ``timeout``):
+frames written completely are then of unknown outcome, the others are reported as not
+sent. ``sync()`` waits until every message sent so far is handled; refusals are raised
+(``MessagesRefused``) by the next ``send``/``flush``/``sync``/``close``. ``fileno()``,
+``poll()`` and ``poll_event()`` let a program wait on the socket with its own ``select``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import select
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from amcast import socket_protocol as sp
+from amcast.client.aio import (
+    DEFAULT_MAX_BATCH_BYTES,
+    DEFAULT_MAX_UNCONFIRMED_BYTES,
+    DEFAULT_SOCKET,
+    DEFAULT_TIMEOUT,
+    connect_error,
+)
+from amcast.client.errors import ClientTimeout
+from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.session import Reply, Session, _Frame
+from amcast.protocols.errors import ClientError
+from amcast.socket_protocol import FrameDecoder, FrameError
+
+DEFAULT_MAX_QUEUED_BYTES = 32 * 1024 * 1024
+
+
+class BlockingClient:
+    """amcastd client over a blocking-style API (no event loop), batching sends."""
+
+    def __init__(self, path: str = DEFAULT_SOCKET, *, name: str = "",
+                 max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                 max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        self.path = path
+        self.max_batch_bytes = max_batch_bytes
+        self.max_queued_bytes = max_queued_bytes
+        self.timeout = timeout
+        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes)
+        self._decoder = FrameDecoder(1 << 30)
+        self._inbox: deque[Event] = deque()
+        self._inbox_bytes = 0
+        self._replies: dict[int, Reply] = {}
+        self._waiting: set[int] = set()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(None if timeout is None or math.isinf(timeout) else timeout)
+            self._sock.connect(path)
+        except OSError as exc:
+            self._sock.close()
+            raise connect_error(path, exc) from None
+        self._sock.setblocking(False)
+        s = self._session
+        try:
+            self._io(sp.encode_frame({"t": "hello", "v": sp.PROTOCOL_VERSION, "name": name}),
+                     [], lambda: s.welcome is not None, self._deadline(None),
+                     lambda: f"amcastd at {path} did not answer hello in time (is it stalled?)")
+        except ClientError:
+            self._close_socket()
+            raise
+
+    # ---- state -----------------------------------------------------------------------
+    @property
+    def welcome(self) -> dict[str, Any]:
+        return self._session.welcome or {}
+
+    @property
+    def node(self) -> int:
+        return int(self.welcome["node"])
+
+    @property
+    def client_id(self) -> int:
+        return int(self.welcome["client"])
+
+    @property
+    def view(self) -> ViewChange | None:
+        return self._session.view
+
+    @property
+    def errors(self) -> deque[ClientError]:
+        return self._session.errors
+
+    @property
+    def sent(self) -> int:
+        return self._session.next_seq
+
+    @property
+    def confirmed(self) -> int:
+        return self._session.synced_seq
+
+    def fileno(self) -> int:
+        """The socket's descriptor, for ``select``; ``ConnectionClosed`` once it is closed."""
+        fd = self._sock.fileno()
+        if fd < 0 and self._session.closed is not None:
+            raise self._session.closed_error()
+        return fd
+
+    # ---- the I/O loop ------------------------------------------------------------------
+    def _deadline(self, timeout: float | None) -> float | None:
+        t = self.timeout if timeout is None else timeout
+        return None if t is None or math.isinf(t) else time.monotonic() + t
+
+    def _io(self, data: bytes, frames: list[_Frame], done: Callable[[], bool] | None,
+            deadline: float | None, on_timeout: Callable[[], str]) -> None:
+        """Write ``data`` (holding ``frames``, in order, then maybe a sync) completely,
+        reading meanwhile, then read until ``done()``; raise at the deadline."""
+        s = self._session
+        view = memoryview(data)
+        total = len(data)
+        sock = self._sock
+        while True:
+            if view:
+                try:
+                    view = view[sock.send(view):]
+                except BlockingIOError:
+                    pass
+                except OSError as exc:
+                    self._lost(f"connection to amcastd lost: {exc.strerror or exc}")
+            if s.closed is not None:
+                self._unwritten(frames, total - len(view))
+                raise s.closed_error()
+            if not view and (done is None or done()):
+                return
+            reading = self._inbox_bytes < self.max_queued_bytes
+            if not reading and not view:
+                raise ClientError("inbox_full", f"{len(self._inbox)} deliveries unread "
+                                  f"({self._inbox_bytes} bytes): read them with next_event()")
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            r, w, _ = select.select([sock] if reading else [], [sock] if view else [], [],
+                                    left)
+            if r:
+                self._read()
+            elif not w:
+                if view:  # the daemon did not read our bytes: the stream cannot be resumed
+                    self._unwritten(frames, total - len(view))
+                    self._lost(f"amcastd did not read for {self.timeout} s: {on_timeout()}",
+                               code="timeout")
+                    raise s.closed_error()
+                raise ClientTimeout(on_timeout(), s.unconfirmed_count())
+
+    def _unwritten(self, frames: list[_Frame], written: int) -> None:
+        """Frames not completely written never reach the daemon: back to pending."""
+        if not frames:
+            return
+        end = 0
+        for i, f in enumerate(frames):
+            end += f.encoded_size
+            if end > written:
+                self._session.unwrite(frames[i:])
+                return
+
+    def _read(self) -> None:
+        s = self._session
+        try:
+            data = self._sock.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._lost(f"connection to amcastd lost: {exc.strerror or exc}")
+            return
+        if not data:
+            self._lost("amcastd closed the connection")
+            return
+        queued = False
+        for item in self._decoder.feed(data):
+            if isinstance(item, FrameError):
+                self._lost(f"amcastd sent a bad frame: {item.detail}", code=item.code)
+                return
+            try:
+                out = s.on_frame(item)
+            except (KeyError, TypeError, ValueError) as exc:
+                self._lost(f"malformed {item.get('t')!r} frame from amcastd: {exc!r}",
+                           code="bad_frame")
+                return
+            if out is None:
+                if s.closed is not None:
+                    self._close_socket()
+                    return
+            elif type(out) is Reply:
+                if out.id in self._waiting:
+                    self._replies[out.id] = out
+            else:
+                self._inbox.append(out)  # type: ignore[arg-type]
+                queued = True
+        if queued:
+            self._inbox_bytes += len(data)
+
+    def _lost(self, detail: str, code: str = "closed") -> None:
+        self._session.fail(code, detail)
+        self._close_socket()
+
+    def _close_socket(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    # ---- sending -----------------------------------------------------------------------
+    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> int:
+        """Queue one message and return its number; blocks (up to ``timeout``) while
+        ``max_unconfirmed_bytes`` are unconfirmed. Raises like ``Client.send``."""
+        s = self._session
+        if s.alarm:
+            s.check()
+        used = s.pending_bytes + s.inflight_bytes
+        if used and used + len(payload) > s.max_unconfirmed_bytes:
+            size = len(payload)
+            self._flush()
+            self._io(s.sync_frame(force=True), [], lambda: s.has_room(size),
+                     self._deadline(None), lambda: self._stalled("send"))
+            if s.alarm:
+                s.check()
+        seq = s.add(payload, groups, service)
+        if s.pending_bytes >= self.max_batch_bytes:
+            self._flush()
+        return seq
+
+    def _stalled(self, what: str) -> str:
+        return (f"{what}: amcastd has not confirmed {self._session.unconfirmed_count()} "
+                "message(s) in time: the cluster may be stalled (check amcast status --health)")
+
+    def _flush(self) -> None:
+        s = self._session
+        if s.closed is not None:
+            return
+        frames = s.take()
+        if not frames:
+            return
+        self._io(b"".join(d for d, _ in frames) + s.sync_frame(), [f for _, f in frames],
+                 None, self._deadline(None), lambda: self._stalled("write"))
+
+    def flush(self) -> None:
+        """Write the pending messages now; raises refusals and ``ConnectionClosed``."""
+        self._flush()
+        if self._session.alarm:
+            self._session.check()
+
+    def sync(self, timeout: float | None = None) -> int:
+        """Flush and wait until amcastd has handled every message sent so far; raises
+        ``MessagesRefused`` if any was refused. Returns the number of messages sent."""
+        s = self._session
+        self._flush()
+        target = s.next_seq
+        if s.synced_seq < target:
+            self._io(s.sync_frame(force=True), [], lambda: s.synced_seq >= target,
+                     self._deadline(timeout), lambda: self._stalled("sync"))
+        if s.alarm:
+            s.check()
+        return target
+
+    def request_sync(self) -> None:
+        """Flush and ask for a confirmation without waiting for it (see ``poll``)."""
+        self._flush()
+        self._io(self._session.sync_frame(force=True), [], None, self._deadline(None),
+                 lambda: self._stalled("write"))
+
+    # ---- requests --------------------------------------------------------------------
+    def _request(self, frame: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        self._flush()
+        s = self._session
+        if s.closed is not None:
+            raise s.closed_error()
+        rid = s.request_id()
+        self._waiting.add(rid)
+        try:
+            self._io(sp.encode_frame({**frame, "id": rid}), [], lambda: rid in self._replies,
+                     self._deadline(timeout),
+                     lambda: f"no reply to {frame['t']} from amcastd in time: it may be "
+                             "stalled (check amcast status --health)")
+        finally:
+            self._waiting.discard(rid)
+        reply = self._replies.pop(rid)
+        if reply.error is not None:
+            raise reply.error
+        assert reply.frame is not None
+        return reply.frame
+
+    def join(self, *groups: str, timeout: float | None = None) -> list[str]:
+        return list(self._request({"t": "join", "groups": list(groups)}, timeout)["groups"])
+
+    def leave(self, *groups: str, timeout: float | None = None) -> list[str]:
+        return list(self._request({"t": "leave", "groups": list(groups)}, timeout)["groups"])
+
+    def status(self, timeout: float | None = None) -> dict[str, Any]:
+        return self._request({"t": "status"}, timeout)
+
+    # ---- deliveries --------------------------------------------------------------------
+    def _pop(self) -> Event:
+        item = self._inbox.popleft()
+        if not self._inbox:
+            self._inbox_bytes = 0
+        return item
+
+    def poll(self) -> None:
+        """Read what the daemon has sent, without blocking."""
+        s = self._session
+        while s.closed is None:
+            r, _, _ = select.select([self._sock], [], [], 0)
+            if not r or self._inbox_bytes >= self.max_queued_bytes:
+                return
+            self._read()
+
+    def poll_event(self) -> Event | None:
+        """The next event if one has arrived, else None (never blocks)."""
+        if not self._inbox:
+            self.poll()
+        if self._inbox:
+            return self._pop()
+        if self._session.closed is not None:
+            raise self._session.closed_error()
+        return None
+
+    def next_event(self, timeout: float | None = 10.0) -> Event:
+        """Flush, then the next delivery batch or view; ``ClientTimeout`` after
+        ``timeout`` seconds without one (None waits for ever)."""
+        self._flush()
+        if not self._inbox:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            self._io(b"", [], lambda: bool(self._inbox), deadline,
+                     lambda: f"no delivery within {timeout} s")
+        return self._pop()
+
+    def deliveries(self, timeout: float | None = 10.0) -> Iterator[Delivery]:
+        while True:
+            item = self.next_event(timeout)
+            if isinstance(item, DeliveredBatch):
+                yield from item
+
+    # ---- the end -----------------------------------------------------------------------
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, wait until every message is confirmed, close (see ``Client.close``)."""
+        s = self._session
+        try:
+            if s.closed is None:
+                self.sync(timeout)
+            else:
+                err = s.closed_error()
+                if err.unsent or err.unknown or err.refused:
+                    raise err
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        self._session.fail("closed", "the client closed the connection")
+        self._close_socket()
+
+    def __enter__(self) -> BlockingClient:
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()

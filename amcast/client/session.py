@@ -1,0 +1,384 @@
+"""The protocol state of one client connection, without I/O: both clients drive a ``Session``.
+
+Theory of operation.
+
+Numbers and ids. ``add`` numbers messages 0, 1, 2, ... per connection (the number is what
+``send()`` returns) and appends each to the pending *frame* when it has the same groups
+and service as the previous message (and the frame stays under ``max_frame_bytes``).
+A ``send`` frame's ``id`` is the number of its first message: ids increase, and an error
+frame's ``id`` names the messages it refuses. Every other request (``join``, ``leave``,
+``status``, ``sync``) carries a negative id (-1, -2, ...), so no reply or error is ever
+taken for another request's.
+
+Confirmation. ``take`` encodes the pending frames, which move to the *in-flight* list
+with their payloads. A ``sync`` request (``sync_frame``) asks the daemon to answer
+``synced`` once it has handled every earlier frame of the connection; any error about
+those frames comes before that reply, so the reply *confirms* every in-flight frame
+written before the sync (accepted, or already reported refused), and the session forgets
+them. Memory is bounded by the unconfirmed bytes, which the clients bound (``has_room``).
+The clients keep one sync in flight while anything is unconfirmed (``sync_frame()``
+after each write and each ``synced``), so confirmation trails the writes by one round
+trip whatever the application does.
+
+Refusals. An error frame carrying a send frame's id refuses that frame whole: it leaves
+the in-flight list and becomes a ``Refusal``, raised once by ``check()`` (the clients call
+it from ``send``, ``flush``, ``drain``, ``sync`` and ``close``). ``undelivered`` (a
+stopping daemon had accepted messages ``id + first ..`` of the frame but did not deliver
+them) is kept for the ``ConnectionClosed`` that follows. Its end is the next frame's first
+message, from a history of frame starts (8 bytes a frame, at most ``2 * HISTORY`` kept;
+for an older frame the end given is the oldest start still known, a conservative range).
+
+A daemon that predates ``sync`` (same protocol version) answers it with the error
+``unknown_type`` carrying the sync's id, after handling every earlier frame in order:
+that is taken as the ``synced`` reply.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from amcast.client.errors import (
+    ConnectionClosed,
+    MessageBatch,
+    MessagesRefused,
+    Refusal,
+    WouldBlock,
+)
+from amcast.client.records import Event, ViewChange, batch_from_frame
+from amcast.protocols.errors import ClientError
+from amcast.socket_protocol import DEFAULT_MAX_FRAME_BYTES, SERVICES, encode_frame
+
+HISTORY = 1 << 17
+PAYLOAD_OVERHEAD = 5  # msgpack bin32 header
+FRAME_OVERHEAD = 96  # the send frame's other fields, generous
+MAX_ERRORS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """The reply (or the error) to a request with a negative id."""
+
+    id: int
+    frame: dict[str, Any] | None
+    error: ClientError | None
+
+
+class _Frame:
+    """Messages that share one ``send`` frame (``room``: the largest payload that still
+    fits; ``nbytes``: payload bytes, set when the frame is written)."""
+
+    __slots__ = ("encoded_size", "first", "groups", "key_groups", "nbytes", "payloads", "room",
+                 "service")
+
+    def __init__(self, first: int, groups: tuple[str, ...], key_groups: object, service: str,
+                 room: int) -> None:
+        self.first = first
+        self.groups = groups
+        self.key_groups = key_groups  # the caller's object, for an identity fast path
+        self.service = service
+        self.payloads: list[bytes] = []
+        self.nbytes = 0
+        self.room = room
+        self.encoded_size = 0
+
+    def batch(self) -> MessageBatch:
+        return MessageBatch(range(self.first, self.first + len(self.payloads)), self.groups,
+                            self.service, self.payloads)
+
+
+def as_payload(payload: object) -> bytes:
+    if isinstance(payload, bytes | bytearray | memoryview):
+        return bytes(payload)
+    if isinstance(payload, str):
+        raise TypeError("a payload is bytes, not str: encode the text first (text.encode())")
+    raise TypeError(f"a payload is bytes, not {type(payload).__name__}")
+
+
+def normalize_groups(groups: str | Sequence[str]) -> tuple[str, ...]:
+    try:
+        g = (groups,) if isinstance(groups, str) else tuple(groups)
+    except TypeError:
+        g = ()
+    if not g or not all(isinstance(x, str) and x for x in g):
+        raise ClientError("bad_field", "groups: one non-empty string or a non-empty list of them")
+    return g
+
+
+_NO_KEY = object()
+
+
+def _key(groups: object) -> object:
+    """The caller's groups object when immutable (identity then implies equality); else a
+    sentinel no argument can be."""
+    return groups if type(groups) is str or type(groups) is tuple else _NO_KEY
+
+
+def merge(ranges: list[range]) -> list[range]:
+    out: list[range] = []
+    for r in sorted((r for r in ranges if len(r)), key=lambda r: r.start):
+        if out and r.start <= out[-1].stop:
+            if r.stop > out[-1].stop:
+                out[-1] = range(out[-1].start, r.stop)
+        else:
+            out.append(r)
+    return out
+
+
+class Session:
+    """Send bookkeeping, request ids and incoming-frame handling of one connection."""
+
+    def __init__(self, *, max_unconfirmed_bytes: int) -> None:
+        self.max_unconfirmed_bytes = max_unconfirmed_bytes
+        self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
+        self.max_message_bytes = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD
+        self.welcome: dict[str, Any] | None = None
+        self.view: ViewChange | None = None
+        self.errors: deque[ClientError] = deque(maxlen=MAX_ERRORS)
+        self.next_seq = 0  # the number the next message gets
+        self.written_seq = 0  # messages < written_seq were handed to the socket
+        self.synced_seq = 0  # messages < synced_seq were handled by the daemon
+        self.pending_bytes = 0
+        self.inflight_bytes = 0
+        self._pending: list[_Frame] = []
+        self._last: _Frame | None = None
+        self._inflight: deque[_Frame] = deque()
+        self._syncs: deque[tuple[int, int]] = deque()  # (request id, covers messages < n)
+        self._starts = array("q")  # first message of each written send frame
+        self._next_request = 0
+        self.refused: list[Refusal] = []
+        self.undelivered: list[range] = []
+        self.closed: ClientError | None = None
+        self.alarm = False  # closed, or refusals to raise: send() checks only this
+
+    # ---- sending ----------------------------------------------------------------------
+    def has_room(self, size: int) -> bool:
+        used = self.pending_bytes + self.inflight_bytes
+        return used == 0 or used + size <= self.max_unconfirmed_bytes
+
+    def add(self, payload: bytes, groups: str | Sequence[str], service: str) -> int:
+        """Queue one message; returns its number. Raises at once, queuing nothing: what
+        ``check`` raises, ``WouldBlock`` without room, errors for bad arguments."""
+        if self.alarm:
+            self.check()
+        if type(payload) is not bytes:
+            payload = as_payload(payload)
+        size = len(payload)
+        pending = self.pending_bytes
+        used = pending + self.inflight_bytes
+        if used + size > self.max_unconfirmed_bytes and used:
+            raise WouldBlock(used, self.max_unconfirmed_bytes)
+        last = self._last
+        if (last is not None and groups is last.key_groups and service == last.service
+                and size <= last.room and size <= self.max_message_bytes):
+            last.payloads.append(payload)
+            last.room -= size + PAYLOAD_OVERHEAD
+        else:
+            self._open(payload, groups, service)
+        self.pending_bytes = pending + size
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        return seq
+
+    def _open(self, payload: bytes, groups: str | Sequence[str], service: str) -> None:
+        size = len(payload)
+        if size > self.max_message_bytes:
+            raise ClientError("message_too_large",
+                              f"{size}-byte payload > max_message_bytes {self.max_message_bytes}")
+        if service not in SERVICES:
+            raise ClientError("bad_service", f"service must be one of {', '.join(SERVICES)}")
+        g = normalize_groups(groups)
+        last = self._last
+        if last is not None and g == last.groups and service == last.service \
+                and size <= last.room:
+            frame = last
+            frame.key_groups = _key(groups)
+        else:
+            room = (self.max_frame_bytes - FRAME_OVERHEAD - PAYLOAD_OVERHEAD
+                    - sum(len(x.encode()) + 5 for x in g))
+            if size > room:
+                raise ClientError("message_too_large", f"{size}-byte payload and the group "
+                                  f"names exceed max_frame_bytes {self.max_frame_bytes}")
+            frame = _Frame(self.next_seq, g, _key(groups), service, room)
+            self._pending.append(frame)
+            self._last = frame
+        frame.payloads.append(payload)
+        frame.room -= size + PAYLOAD_OVERHEAD
+
+    def take(self) -> list[tuple[bytes, _Frame]]:
+        """Encode the pending frames (they become in-flight), in order."""
+        pending = self._pending
+        if not pending:
+            return []
+        out = []
+        inflight = self._inflight
+        starts = self._starts
+        single = self.pending_bytes if len(pending) == 1 else 0
+        for f in pending:
+            data = encode_frame({"t": "send", "id": f.first, "groups": f.groups,
+                                 "service": f.service, "payloads": f.payloads})
+            f.encoded_size = len(data)
+            f.nbytes = single or sum(map(len, f.payloads))
+            out.append((data, f))
+            inflight.append(f)
+            starts.append(f.first)
+            self.inflight_bytes += f.nbytes
+        self.written_seq = self.next_seq
+        self._pending = []
+        self._last = None
+        self.pending_bytes = 0
+        if len(starts) > 2 * HISTORY:
+            del starts[:HISTORY]
+        return out
+
+    def unwrite(self, frames: list[_Frame]) -> None:
+        """Frames ``take`` returned that never fully reached the socket (the last ones):
+        they go back to pending, to be reported as not sent."""
+        if not frames:
+            return
+        for f in reversed(frames):
+            if self._inflight and self._inflight[-1] is f:
+                self._inflight.pop()
+                self.inflight_bytes -= f.nbytes
+                if self._starts and self._starts[-1] == f.first:
+                    self._starts.pop()
+        self._pending[:0] = frames
+        self.pending_bytes += sum(f.nbytes for f in frames)
+        self.written_seq = frames[0].first
+
+    def request_id(self) -> int:
+        self._next_request -= 1
+        return self._next_request
+
+    def sync_frame(self, force: bool = False) -> bytes:
+        """A ``sync`` request when written messages are not covered by one yet; without
+        ``force``, only when no sync is in flight (one round trip at a time)."""
+        covered = self._syncs[-1][1] if self._syncs else self.synced_seq
+        if self.written_seq <= covered or (self._syncs and not force):
+            return b""
+        rid = self.request_id()
+        self._syncs.append((rid, self.written_seq))
+        return encode_frame({"t": "sync", "id": rid})
+
+    @property
+    def sync_pending(self) -> bool:
+        return bool(self._syncs)
+
+    @property
+    def confirmed(self) -> bool:
+        """Every message added so far was handled by the daemon (or refused)."""
+        return self.synced_seq >= self.next_seq
+
+    def unconfirmed_count(self) -> int:
+        return sum(len(f.payloads) for f in self._inflight) + sum(
+            len(f.payloads) for f in self._pending)
+
+    # ---- incoming frames --------------------------------------------------------------
+    def on_frame(self, frame: dict[str, Any]) -> Event | Reply | None:
+        """Handle one frame; returns a delivery/view event, a request's reply, or None."""
+        kind = frame.get("t")
+        if kind == "deliver":
+            return batch_from_frame(frame)
+        if kind == "view":
+            self.view = ViewChange(frame["view"], frame["members"])
+            return self.view
+        rid = frame.get("id")
+        if type(rid) is not int:
+            rid = None
+        if kind == "synced":
+            if rid is not None:
+                self._on_synced(rid)
+            return None
+        if kind == "error":
+            return self._on_error(frame, rid)
+        if kind == "welcome":
+            self._on_welcome(frame)
+            return None
+        if rid is not None and rid < 0:
+            return Reply(rid, frame, None)
+        return None
+
+    def _on_welcome(self, frame: dict[str, Any]) -> None:
+        self.welcome = frame
+        self.max_frame_bytes = int(frame.get("max_frame_bytes", self.max_frame_bytes))
+        self.max_message_bytes = int(frame.get("max_message_bytes", self.max_message_bytes))
+        self.view = ViewChange(frame.get("view", 0), frame.get("members", []))
+
+    def _on_synced(self, rid: int) -> None:
+        syncs = self._syncs
+        if not any(r == rid for r, _ in syncs):
+            return
+        covered = 0
+        while syncs:
+            r, covered = syncs.popleft()
+            if r == rid:
+                break
+        inflight = self._inflight
+        while inflight and inflight[0].first < covered:
+            self.inflight_bytes -= inflight.popleft().nbytes
+        if covered > self.synced_seq:
+            self.synced_seq = covered
+
+    def _on_error(self, frame: dict[str, Any], rid: int | None) -> Reply | None:
+        code = str(frame.get("code", "error"))
+        detail = str(frame.get("detail", ""))
+        if frame.get("fatal"):
+            self.fail(code, detail)
+            return None
+        if rid is None:
+            self.errors.append(ClientError(code, detail))
+            return None
+        if rid >= 0:
+            self._on_send_error(rid, code, detail, frame)
+            return None
+        if code == "unknown_type" and any(r == rid for r, _ in self._syncs):
+            self._on_synced(rid)  # a daemon without sync: see the module docstring
+            return None
+        return Reply(rid, None, ClientError(code, detail))
+
+    def _on_send_error(self, rid: int, code: str, detail: str, frame: dict[str, Any]) -> None:
+        if code == "undelivered":
+            first = frame.get("first", 0)
+            first = first if type(first) is int and first >= 0 else 0
+            i = bisect_right(self._starts, rid)
+            end = self._starts[i] if i < len(self._starts) else self.written_seq
+            if rid + first < end:
+                self.undelivered.append(range(rid + first, end))
+            return
+        for f in self._inflight:
+            if f.first == rid:
+                self._inflight.remove(f)
+                self.inflight_bytes -= f.nbytes
+                self.refused.append(Refusal(code, detail, f.batch()))
+                self.alarm = True
+                return
+        self.errors.append(ClientError(code, f"{detail} (send frame {rid})"))
+
+    # ---- the end, and what the application must hear ---------------------------------
+    def fail(self, code: str, detail: str) -> None:
+        if self.closed is None:
+            self.closed = ClientError(code, detail)
+            self.alarm = True
+
+    def closed_error(self) -> ConnectionClosed:
+        assert self.closed is not None
+        unknown = [range(f.first, f.first + len(f.payloads)) for f in self._inflight]
+        return ConnectionClosed(
+            self.closed.code, self.closed.detail,
+            unsent=[f.batch() for f in self._pending],
+            unknown=merge(unknown + self.undelivered), refused=list(self.refused),
+        )
+
+    def check(self) -> None:
+        """Raise what the application has not heard yet: the end, or refusals (once)."""
+        if self.closed is not None:
+            raise self.closed_error()
+        if self.refused:
+            refused, self.refused = self.refused, []
+            self.alarm = False
+            raise MessagesRefused(refused)
+        self.alarm = False

@@ -1,0 +1,274 @@
+"""The unix-socket protocol between amcastd and its clients: frames, envelopes, codes.
+
+One module that the daemon (``amcast.daemon.api``, ``amcast.daemon.runner``) and the
+clients (``amcast.client``) both use; ``docs/api.md`` is its specification for clients in
+other languages.
+
+Frames. A stream is a sequence of frames ``len:u32be || body`` where ``body`` is a
+msgpack map with a string ``t`` (its type). ``FrameDecoder.feed`` takes whatever bytes
+the socket produced and returns complete items, in order: decoded frame dicts, or
+``FrameError`` values for frames it had to refuse. It never raises and never buffers
+more than ``max_frame_bytes`` plus one prefix:
+
+- a body that is not a msgpack map with a string ``t``: ``FrameError("bad_frame")``,
+  the stream stays in sync (the length prefix told us where the next frame starts);
+- a prefix announcing more than ``max_frame_bytes``: ``FrameError("frame_too_large")``
+  and the decoder *skips* that many bytes without buffering them, then resyncs;
+- bytes left over when the peer closes: ``truncated()`` reports them.
+
+Envelopes. A client's ``send`` frame carries one or more application payloads for one
+set of groups and one service level. The daemon wraps the frame into one engine payload,
+the *envelope* ``msgpack([client_id, [group, ...], [payload, ...]])``; the engine batches
+envelopes into DAG vertices (one datagram = one vertex). At delivery the daemon decodes
+each envelope once (``decode_envelope``: as strict as the datagram codec, since it
+comes from a peer) and never loops over application messages in Python: positions are
+derived per envelope (``first index + i``). A vertex delivered at total-order position
+``p`` holds messages ``p .. p + count - 1``; the envelope at index ``k`` of the vertex
+starts at ``p + sum(len(payloads) of envelopes before k)``.
+
+Service levels and error codes are listed here once (``SERVICES``, ``ERROR_CODES``).
+
+Frame types (``docs/api.md`` has every field). Client to daemon: ``hello``, ``join``,
+``leave``, ``send`` (clients put an integer ``id`` on every send frame, so that an error
+about it can name it), ``status`` and ``sync``. Daemon to client: ``welcome``, ``groups``,
+``deliver``, ``view``, ``status``, ``synced`` and ``error``.
+
+- ``{"t": "sync", "id": N}`` is answered ``{"t": "synced", "id": N}`` once the daemon has
+  handled every earlier frame of the connection: every error frame about an earlier
+  frame is written before the ``synced`` reply. A ``send`` frame without an error by then
+  was accepted.
+- Every refused ``send`` frame gets ``{"t": "error", "code": C, "detail": ...,
+  "fatal": false, "id": <the send frame's id>}`` (``REFUSAL_CODES``); none of its
+  messages was sent.
+- When the daemon stops, messages it accepted but did not deliver itself within
+  ``shutdown.grace_s`` are reported before the fatal ``shutting_down``: one frame
+  ``{"t": "error", "code": "undelivered", "fatal": false, "id": <send frame id>,
+  "first": k}`` per affected send frame: messages ``k..`` of that frame were accepted
+  but this daemon stopped before delivering them (other members may or may not).
+- The ``status`` reply carries ``health``: ``{"ok": bool, "problems": [str, ...]}``.
+
+Sizes. One application message has one limit, ``api.max_message_bytes``; the largest
+frame and the largest engine message (an envelope) are derived from it by adding the
+overheads below (``send_frame_overhead``, ``envelope_overhead``), so the three can never
+disagree.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+SERVICES = ("causal", "agreed", "safe")
+"""Service levels a ``send`` frame may ask for (``amcast.protocols.vocabulary``)."""
+
+ERROR_CODES: dict[str, str] = {
+    "hello_required": "the first frame is not hello (fatal)",
+    "unsupported_version": "hello.v is not a version this daemon speaks (fatal)",
+    "bad_frame": "the body is not a msgpack map with a string t (the frame is skipped)",
+    "frame_too_large": "the length prefix exceeds max_frame_bytes (the frame is skipped)",
+    "truncated_frame": "the client closed its sending side in the middle of a frame (fatal)",
+    "unknown_type": "t names no request",
+    "bad_field": "a field is missing or has the wrong type",
+    "bad_service": "service is not causal, agreed or safe",
+    "message_too_large": "a payload exceeds max_message_bytes (no message of the frame is sent)",
+    "too_many_groups": "more than max_groups groups joined or addressed",
+    "overloaded": "the daemon could not take the frame; none of its messages was sent",
+    "too_many_clients": "max_clients clients are connected (fatal)",
+    "slow_reader": "deliveries unread past the hard limit (fatal)",
+    "hello_timeout": "no hello within api.hello_timeout_s of connecting (fatal)",
+    "shutting_down": "the daemon is stopping (fatal; not fatal for a send during shutdown)",
+    "undelivered": (
+        "at shutdown: messages first.. of send frame id were accepted but this daemon "
+        "stopped before delivering them (not fatal; the fatal shutting_down follows)"
+    ),
+    "internal_error": "the daemon failed to handle the frame (a bug, logged); not fatal",
+}
+"""Every ``code`` an ``error`` frame can carry, with when it is sent (docs/api.md)."""
+
+REFUSAL_CODES = (
+    "message_too_large", "bad_field", "bad_service", "too_many_groups", "overloaded",
+    "shutting_down",
+)
+"""Codes of an ``error`` frame refusing a ``send`` frame (none of its messages was sent)."""
+
+PROTOCOL_VERSION = 1
+PREFIX = struct.Struct(">I")
+DEFAULT_MAX_FRAME_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FrameError:
+    """A frame the decoder refused; ``code`` is the error code of ``docs/api.md``."""
+
+    code: str
+    detail: str
+
+
+def encode_frame(frame: dict[str, Any]) -> bytes:
+    """One frame, prefix included."""
+    body = msgpack.packb(frame, use_bin_type=True)
+    return PREFIX.pack(len(body)) + body
+
+
+def encode_frame_body(body: bytes) -> bytes:
+    """Prefix an already msgpack-encoded body (used to splice pre-encoded parts)."""
+    return PREFIX.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Incremental, bounded decoder of a frame stream (see the module docstring)."""
+
+    __slots__ = ("_buf", "_max", "_skip")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+        self._skip = 0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[dict[str, Any] | FrameError]:
+        out: list[dict[str, Any] | FrameError] = []
+        if self._skip:
+            if len(data) <= self._skip:
+                self._skip -= len(data)
+                return out
+            data = data[self._skip :]
+            self._skip = 0
+        buf = self._buf
+        buf += data
+        start = 0
+        end = len(buf)
+        while end - start >= 4:
+            (size,) = PREFIX.unpack_from(buf, start)
+            if size > self._max:
+                out.append(
+                    FrameError("frame_too_large", f"{size} bytes > max_frame_bytes {self._max}")
+                )
+                start += 4
+                available = end - start
+                if available >= size:
+                    start += size
+                    continue
+                self._skip = size - available
+                start = end
+                break
+            if end - start - 4 < size:
+                break
+            body = bytes(buf[start + 4 : start + 4 + size])
+            start += 4 + size
+            out.append(decode_frame_body(body))
+        if start:
+            del buf[:start]
+        return out
+
+    def truncated(self) -> FrameError | None:
+        """What to report when the peer closed: a partial frame, or ``None``."""
+        if self._buf or self._skip:
+            pending = len(self._buf) + self._skip
+            return FrameError("truncated_frame", f"stream ended inside a frame ({pending} bytes)")
+        return None
+
+
+def decode_frame_body(body: bytes) -> dict[str, Any] | FrameError:
+    try:
+        frame = msgpack.unpackb(body, raw=False, strict_map_key=True, use_list=True)
+    except Exception as exc:  # msgpack raises several types on garbage
+        return FrameError("bad_frame", f"not msgpack: {type(exc).__name__}")
+    if not isinstance(frame, dict):
+        return FrameError("bad_frame", "frame body is not a map")
+    if not isinstance(frame.get("t"), str):
+        return FrameError("bad_frame", "frame has no string field 't'")
+    return frame
+
+
+# ---------------------------------------------------------------- envelopes
+
+_packb = msgpack.packb
+_unpackb = msgpack.unpackb
+
+
+def encode_envelope(client: int, groups: list[str], payloads: list[bytes]) -> bytes:
+    return _packb((client, groups, payloads), use_bin_type=True)
+
+
+def split_payloads(payloads: list[bytes], limit: int) -> list[list[bytes]]:
+    """Consecutive runs of ``payloads`` of at most ``limit`` bytes each (order kept)."""
+    parts: list[list[bytes]] = []
+    current: list[bytes] = []
+    size = 0
+    for p in payloads:
+        cost = len(p) + 8
+        if current and size + cost > limit:
+            parts.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += cost
+    if current:
+        parts.append(current)
+    return parts
+
+
+MAX_CLIENT_ID = 2**63 - 1
+
+# msgpack sizes: a str/bin/array header is at most 5 bytes, an int at most 9.
+_HEADER = 5
+_INT = 9
+FRAME_FIELDS_SLACK = 4096
+"""Room in a ``send`` frame for its other fields (``t``, ``id``, ``service``, keys a
+client may add that the daemon ignores)."""
+
+
+def groups_bytes(max_groups: int, max_group_name_bytes: int) -> int:
+    """Most bytes a list of groups can take in msgpack (the names plus their headers)."""
+    return _HEADER + max_groups * (max_group_name_bytes + _HEADER)
+
+
+def send_frame_overhead(max_groups: int, max_group_name_bytes: int) -> int:
+    """Bytes of a ``send`` frame body beyond its payloads' bytes, for one payload."""
+    return FRAME_FIELDS_SLACK + groups_bytes(max_groups, max_group_name_bytes) + 2 * _HEADER
+
+
+def envelope_overhead(max_groups: int, max_group_name_bytes: int) -> int:
+    """Bytes of an envelope beyond its payload bytes, for one payload (``encode_envelope``)."""
+    return (
+        1 + _INT + groups_bytes(max_groups, max_group_name_bytes) + _HEADER + _HEADER
+    )
+
+
+def decode_envelope(envelope: bytes) -> list[Any] | None:
+    """``[client, groups, payloads]``; ``None`` if the bytes are not a well-formed envelope.
+
+    As strict as the datagram codec: an int client id, a non-empty list of non-empty
+    group names (str) and a non-empty list of payloads (bin). The element checks run in
+    C (``map``/``set``), not in a Python loop per message.
+    """
+    try:
+        env = _unpackb(envelope, raw=False, use_list=True, strict_map_key=True)
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return None
+    if type(env) is not list or len(env) != 3:
+        return None
+    client, groups, payloads = env
+    if (
+        type(client) is not int
+        or not 0 <= client <= MAX_CLIENT_ID
+        or type(groups) is not list
+        or type(payloads) is not list
+        or not groups
+        or not payloads
+        or set(map(type, groups)) != _STR
+        or set(map(type, payloads)) != _BYTES
+        or not all(groups)
+    ):
+        return None
+    return env
+
+
+_STR = {str}
+_BYTES = {bytes}

@@ -1,0 +1,7 @@
+"""``python -m amcast.daemon``: the same as the ``amcastd`` command."""
+
+import sys
+
+from amcast.daemon.main import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""``amcastd --check``: accept exactly what the daemon accepts, and show what it would run.
+
+Theory of operation: ``check(config)`` builds, in the daemon's order, the objects the
+daemon builds at start-up, or tries what the daemon will do, without serving anything:
+
+1. the engine: ``Node(node_config, node_id, members, ...)`` itself, the very constructor
+   the daemon calls (it resolves phi for n = len(members): phi = 10 with 4 members, or
+   ``gltoto`` with phi = 0.5, fail here as they fail there);
+2. the API socket: the checks ``ApiServer.start`` makes (path length, directory
+   creatable and writable, no live daemon on the path, ``socket_group`` exists);
+3. the log directory: creatable and writable (``DeliveryLog`` creates it);
+4. the network: ``MulticastTransport(config.network)`` opens the daemon's two multicast
+   sockets (bind, group membership on ``network.interface``) and closes them at once;
+5. the metrics endpoint: a throwaway TCP socket bound like prometheus-client's server
+   (``SO_REUSEADDR``) to ``metrics.address:metrics.port``.
+
+A failure raises ``ConfigurationError`` (or ``OSError``), which ``amcastd`` prints as one
+line with exit status 2, exactly as the daemon would. On success ``effective`` returns
+the configuration the daemon would run with: every section with its defaults, the whole
+engine configuration, and the derived values (size limits, the phi the engine resolved).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import grp
+import os
+import random
+import socket
+from typing import Any
+
+from amcast.daemon.api import directory_problem, socket_path_problem
+from amcast.daemon.config import DaemonConfig
+from amcast.daemon.state import StateFile
+from amcast.daemon.transport import MulticastTransport
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.node import Node
+
+HIDDEN = "<set, not shown>"
+
+
+def check(config: DaemonConfig) -> dict[str, Any]:
+    """Raise what the daemon would raise at start-up; return ``effective(...)``."""
+    node_config = config.node_config()
+    node = Node(node_config, node_id=config.node.id, members=list(config.node.members),
+                rng=random.Random(0), now=0.0)
+    problem = socket_path_problem(config.api.socket)
+    if problem is not None:
+        raise ConfigurationError(problem)
+    if config.api.socket_group:
+        try:
+            grp.getgrnam(config.api.socket_group)
+        except KeyError:
+            raise ConfigurationError(
+                f"api.socket_group: there is no group named {config.api.socket_group!r}"
+            ) from None
+    problem = directory_problem(config.logs.dir, "logs.dir") or log_files_problem(config.logs.dir)
+    if problem is not None:
+        raise ConfigurationError(problem)
+    problem = directory_problem(config.node.state_dir, "node.state_dir")
+    if problem is not None:
+        raise ConfigurationError(problem)
+    StateFile(config.node.state_dir, config.node.id).load()  # a damaged file stops the daemon
+    MulticastTransport(config.network).close()
+    if config.metrics.enabled:
+        check_tcp_bind(config.metrics.address, config.metrics.port)
+    return effective(config, node_config, node.phi)
+
+
+LOG_FILES = ("delivery.jsonl", "view.jsonl", "metrics.jsonl")
+
+
+def log_files_problem(directory: str) -> str | None:
+    """An existing log file the daemon could not append to, or ``None``."""
+    for name in LOG_FILES:
+        path = os.path.join(directory, name)
+        if os.path.isdir(path) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            return f"logs.dir: {path} exists and cannot be appended to"
+    return None
+
+
+def check_tcp_bind(address: str, port: int) -> None:
+    """Bind (and close) a TCP socket as prometheus-client's HTTP server would."""
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigurationError(f"metrics.address {address!r}: {exc.strerror}") from None
+    family, kind, proto, _, sockaddr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(sockaddr)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"metrics endpoint {address}:{port} cannot be bound ({exc.strerror}): choose "
+                "another metrics.port (0 picks a free one) or metrics.address"
+            ) from None
+
+
+def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, Any]:
+    """The configuration the daemon runs with, defaults and derived values included."""
+    shown = config.model_dump(mode="json")
+    protocol = dataclasses.asdict(node_config)
+    if protocol.get("group_key") is not None:
+        protocol["group_key"] = HIDDEN
+    shown["protocol"] = protocol
+    limits = config.limits(node_config)
+    shown["derived"] = {
+        "api.max_frame_bytes": limits.max_frame_bytes,
+        "protocol.max_message_size": limits.engine_max_message_size,
+        "protocol.max_pending_bytes": limits.engine_max_pending_bytes,
+        "envelope_bytes": limits.envelope_bytes,
+        "phi": phi,
+    }
+    return shown

@@ -1,0 +1,144 @@
+"""The view agreement: which view comes next, and the cut that closes the current one.
+
+Section 2 of the ToTo paper: "implementing reliable group membership and virtual
+synchrony requires a solution to the asynchronous agreement problem ... we assume that
+one of the solutions is available". We use single-decree Paxos per view: the instance
+is "the successor of view W", the acceptors are W's potential members, and the value is
+a ``Proposal`` (the next view's members and id, W itself, and the cut closing W).
+
+Coordinator (``Round``), for ballot b:
+
+1. ``PREPARE(b, candidates)``; each candidate that has promised nothing higher freezes
+   its view (no new own vertices, nothing released past what it holds) and answers
+   ``PROMISE`` with the latest view it knows was decided, the proposal it accepted (if
+   any) and what it holds of its view.
+2. With promises from a majority of W's potential members (and a new view that itself
+   has a majority): if some promiser accepted a proposal succeeding W and a majority
+   could have accepted it (its acceptors among the promisers plus everyone not heard
+   from), the highest-ballot one is proposed again unchanged (it may have been decided);
+   otherwise a new one:
+   members = the promisers (minus those leaving), cut = ``cut.compute_cut`` over the
+   promisers that installed W, id above every id seen. ``ACCEPT(b, proposal)``.
+3. A member accepts (if it promised nothing higher), repairs W up to the cut and then
+   answers ``ACCEPTED``: a decided proposal is held in full by a majority.
+4. With acceptances from a majority of W's potential members: decided, ``INSTALL``.
+
+Safety comes from Paxos (two majorities of W's potential members meet, so a later
+round sees a possibly decided value and keeps it) and from the durable acceptor state
+(``durable``); liveness from each node's failure detector (the lowest live node
+coordinates) and randomized back-off when ballots collide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from amcast.protocols.membership.cut import compute_cut
+from amcast.protocols.membership.quorum import has_quorum
+from amcast.protocols.wire.membership import (
+    Ballot,
+    Member,
+    Promise,
+    Proposal,
+    ViewRecord,
+)
+
+PREPARE = "prepare"
+ACCEPT = "accept"
+INSTALL = "install"
+
+
+@dataclass(slots=True)
+class Round:
+    """A coordinator's ballot, from prepare to install."""
+
+    ballot: Ballot
+    candidates: dict[int, Member]
+    started: float
+    deadline: float
+    reason: str
+    phase: str = PREPARE
+    promises: dict[int, Promise] = field(default_factory=dict)
+    accepted: set[int] = field(default_factory=set)
+    proposal: Proposal | None = None
+    acceptors: tuple[int, ...] = ()
+    """Potential members whose majority decides (the previous view's)."""
+    expected: int | None = None
+    retry_at: float = 0.0
+    heard_in_view: set[int] = field(default_factory=set)
+
+    def waiting_for(self) -> set[int]:
+        if self.phase == PREPARE:
+            return set(self.candidates) - set(self.promises)
+        if self.phase == ACCEPT:
+            return set(self.promises) - self.accepted
+        assert self.proposal is not None
+        return set(self.proposal.view.nodes) - self.heard_in_view
+
+
+def latest_known(promises: dict[int, Promise], own: ViewRecord | None) -> ViewRecord | None:
+    """The latest view any promiser knows was decided."""
+    best = own
+    for p in promises.values():
+        if p.known is not None and (best is None or p.known.view_id > best.view_id):
+            best = p.known
+    return best
+
+
+def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
+                   acceptors: tuple[int, ...], expected_votes: int | None) -> bool:
+    """Could a majority of ``acceptors`` have accepted ``proposal``? Those that promised
+    and report it, plus every acceptor we did not hear from. (If a value was chosen, every
+    later proposal carries it, so its acceptors in our quorum report it, whatever ballot
+    they last accepted; only the highest-ballot value can be the chosen one.)"""
+    support = {node for node, p in promises.items()
+               if p.accepted is not None and p.accepted[1] == proposal}
+    support |= set(acceptors) - set(promises)
+    return has_quorum(support, acceptors, expected_votes)
+
+
+def choose_proposal(
+    *,
+    promises: dict[int, Promise],
+    own_known: ViewRecord | None,
+    leaving: set[int],
+    incarnations: dict[int, int],
+    potential: tuple[int, ...],
+    expected_votes: int | None,
+    min_view_id: int,
+) -> tuple[Proposal | None, str]:
+    """Phase 2's value, or ``(None, why)`` when these promises cannot decide anything."""
+    known = latest_known(promises, own_known)
+    acceptors = known.potential if known is not None else potential
+    if not has_quorum(promises, acceptors, expected_votes):
+        return None, "no_quorum_of_promises"
+    prev_id = known.view_id if known is not None else 0
+    best: tuple[Ballot, Proposal] | None = None
+    for p in promises.values():
+        if p.accepted is None:
+            continue
+        ballot, proposal = p.accepted
+        if proposal.view.prev_id == prev_id and (best is None or ballot > best[0]):
+            best = (ballot, proposal)
+    if best is not None and _may_be_chosen(best[1], promises, acceptors, expected_votes):
+        return best[1], "reproposed"
+    members = tuple(
+        Member(node, incarnations[node]) for node in sorted(promises) if node not in leaving
+    )
+    if not has_quorum((m.node for m in members), potential, expected_votes):
+        return None, "no_quorum_for_the_new_view"
+    highest = max(
+        [min_view_id, prev_id]
+        + [p.known.view_id for p in promises.values() if p.known is not None]
+        + [p.accepted[1].view.view_id for p in promises.values() if p.accepted is not None]
+    )
+    cut: tuple[tuple[int, int], ...] = ()
+    if known is not None:
+        reports = [
+            p.availability for p in promises.values()
+            if p.installed_id == known.view_id and p.availability is not None
+            and p.availability.view_id == known.view_id
+        ]
+        cut = tuple(sorted(compute_cut(known.nodes, reports).items()))
+    view = ViewRecord(highest + 1, members, potential, prev_id)
+    return Proposal(view, known, cut), "new"

@@ -1,0 +1,94 @@
+"""What a daemon must remember across a restart: incarnation, ballots, the latest view.
+
+View ids never repeat, not even across a restart of the whole cluster (ARCHITECTURE.md,
+layer 4), and an acceptor that promised or accepted must not forget it (or two
+coordinators could decide different successors of one view, Paxos' acceptor rule).
+This record is small and changes only at view changes; the Node hands it out
+(``Node.state_to_persist``) and the caller writes it durably (atomically, fsynced)
+before sending what the Node produced in the same step.
+
+``incarnation`` distinguishes a restarted daemon from its previous life: at start it is
+``max(previous + 1, floor)``, where the caller's floor is the wall clock in
+milliseconds, so a daemon whose state file was lost still starts with a fresh, larger
+incarnation (and proposes view ids above it). The encoding is msgpack with a version
+field; ``decode`` refuses anything else with ``ConfigurationError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import msgpack
+from amcast.protocols.errors import ConfigurationError, DecodeError
+from amcast.protocols.wire.fields import read_int
+from amcast.protocols.wire.limits import MAX_INCARNATION, MAX_NODE_ID, MAX_VIEW_ID, WireLimits
+from amcast.protocols.wire.membership import (
+    ZERO_BALLOT,
+    Ballot,
+    Proposal,
+    ViewRecord,
+    proposal_obj,
+    read_ballot,
+    read_proposal,
+    read_view,
+    view_obj,
+)
+
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class DurableState:
+    node_id: int
+    incarnation: int = 0
+    promised: Ballot = ZERO_BALLOT
+    accepted: tuple[Ballot, Proposal] | None = None
+    known: ViewRecord | None = None
+    """The latest view this node installed or learned was decided."""
+    max_view_id: int = 0
+    """The highest view id this node has seen proposed or installed."""
+
+    def restarted(self, floor: int) -> DurableState:
+        """The state of the next incarnation."""
+        return replace(self, incarnation=min(max(self.incarnation + 1, floor),
+                                             MAX_INCARNATION))
+
+    def encode(self) -> bytes:
+        accepted = None
+        if self.accepted is not None:
+            accepted = [[self.accepted[0].number, self.accepted[0].node],
+                        proposal_obj(self.accepted[1])]
+        obj = [FORMAT, self.node_id, self.incarnation, [self.promised.number, self.promised.node],
+               accepted, view_obj(self.known), self.max_view_id]
+        return msgpack.packb(obj, use_bin_type=True)
+
+    @staticmethod
+    def decode(data: bytes, node_id: int) -> DurableState:
+        """Read a persisted record; ``ConfigurationError`` if it is not ours or is damaged."""
+        try:
+            obj: Any = msgpack.unpackb(data, raw=True, strict_map_key=True, max_str_len=0)
+            if type(obj) is not list or len(obj) != 7 or obj[0] != FORMAT:
+                raise DecodeError("bad_state", "format")
+            limits = WireLimits()
+            accepted = None
+            if obj[4] is not None:
+                accepted = (read_ballot(obj[4][0]), read_proposal(obj[4][1], limits))
+            state = DurableState(
+                node_id=read_int(obj[1], 0, MAX_NODE_ID, "node id"),
+                incarnation=read_int(obj[2], 0, MAX_INCARNATION, "incarnation"),
+                promised=read_ballot(obj[3]), accepted=accepted,
+                known=read_view(obj[5], limits),
+                max_view_id=read_int(obj[6], 0, MAX_VIEW_ID, "max view id"),
+            )
+        except (DecodeError, ValueError, TypeError, IndexError) as exc:
+            raise ConfigurationError(f"the membership state file is damaged ({exc})") from None
+        except Exception as exc:  # msgpack raises several types on garbage
+            raise ConfigurationError(
+                f"the membership state file is damaged ({type(exc).__name__})"
+            ) from None
+        if state.node_id != node_id:
+            raise ConfigurationError(
+                f"the membership state file belongs to node {state.node_id}, not {node_id}"
+            )
+        return state

@@ -1,0 +1,949 @@
+"""The membership layer: views, failure detection, flush, joins, leaves, partitions.
+
+Section 2 of the ToTo paper assumes a membership service with virtual synchrony; this
+state machine provides it over the per-view sessions (``amcast.protocols.session``),
+sans-IO like every layer. Its guarantees (docs/membership.md says them for users):
+
+- Views are ``(view id, members)``; ids are unique and increase (durable ballots and a
+  wall-clock floor keep them increasing across restarts); every member installs the
+  decided views in the same order (one Paxos instance per successor, ``agreement``).
+- Sequence numbers, the causality DAG and the ToTo engine are per view: a datagram of
+  another view never enters this view's DAG.
+- Virtual synchrony: a view is closed by a flush. The members of the next view freeze
+  it, agree on a cut (everything any of them released, ``cut``), repair up to it, and
+  deliver the rest of the final DAG in the deterministic order ``TotalOrderEngine.close``
+  gives (their earlier deliveries are prefixes of it, the ToTo rules decide only on
+  what the DAG holds). Members that install v and v+1 deliver the same set in v.
+- Primary component: only a view with a strict majority of the potential members
+  (``quorum``) is installed, and a member delivers ordered messages only while it hears
+  a majority of its view (its *lease*). Without it the member abandons the view, says
+  so (``QuorumLost``), holds its sends and keeps announcing itself (``JOIN``) until a
+  primary view takes it in again.
+- Joins and restarts: a listed daemon that (re)starts announces itself with a fresh
+  incarnation and is taken in by the next view; it never reuses a (view, seq) pair.
+  A daemon whose ordering settings differ, or that claims the node id of a live
+  member, is refused with a reason on both sides.
+
+Coordination: every node tracks who is alive; the lowest live compatible node is the
+coordinator and runs a ``Round`` whenever the view it sees differs from the live set
+(a crash, a pause, a join, a restart, a leave, a partition that healed, a member that
+abandoned). Rounds that collide are sorted out by ballots and random back-off.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from amcast.protocols.events import (
+    Event,
+    FlushCompleted,
+    JoinRefused,
+    MemberSuspected,
+    OrderGap,
+    QuorumLost,
+    ViewInstalled,
+    ViewProposed,
+)
+from amcast.protocols.membership.agreement import ACCEPT, INSTALL, PREPARE, Round, choose_proposal
+from amcast.protocols.membership.detector import FailureDetector
+from amcast.protocols.membership.durable import DurableState
+from amcast.protocols.membership.quorum import has_quorum
+from amcast.protocols.reliable.layer import Drop, ReliableCounters
+from amcast.protocols.session import ViewSession
+from amcast.protocols.wire.codec import Datagram, MembershipDatagram
+from amcast.protocols.wire.membership import (
+    Accept,
+    Accepted,
+    Ballot,
+    Install,
+    Join,
+    Member,
+    Message,
+    Position,
+    Prepare,
+    Promise,
+    Proposal,
+    Refuse,
+    Reject,
+    Settings,
+    ViewRecord,
+)
+
+MAX_FUTURE_DATAGRAMS = 2048
+HISTORY = 16
+RETIRE_AFTER = 10.0
+
+
+@dataclass(slots=True)
+class Peer:
+    """What we know of another daemon from its membership messages."""
+
+    incarnation: int = -1
+    settings: Settings | None = None
+    leaving: bool = False
+    known_view_id: int = 0
+    joining_since: float = math.inf
+    """When it started announcing itself (JOIN) with this incarnation."""
+    last_in_view: float = -math.inf
+    """Last data-plane datagram of our current view from it."""
+    refused: str | None = None
+    """Why its current incarnation is refused (``None``: it is not)."""
+    refused_detail: str = ""
+    reported: str = ""
+    last_history_reply: float = -math.inf
+
+
+SessionFactory = Callable[[ViewRecord, float], ViewSession]
+ViewClosed = Callable[[int, dict[int, int] | None], None]
+"""``(view id, cut or None)``: a view of ours ended (None: how is unknown here)."""
+
+
+class MembershipLayer:
+    def __init__(
+        self,
+        config: object,
+        *,
+        node_id: int,
+        potential: tuple[int, ...],
+        settings: Settings,
+        durable: DurableState,
+        rng: random.Random,
+        now: float,
+        events: list[Event],
+        drop: Drop,
+        counters: ReliableCounters,
+    ) -> None:
+        self.cfg = config
+        self.node_id = node_id
+        self.potential = potential
+        self.settings = settings
+        self.durable = durable
+        self.me = Member(node_id, durable.incarnation)
+        self.rng = rng
+        self.events = events
+        self._drop = drop
+        self._counters = counters
+        self.detector = FailureDetector(node_id, suspect_timeout=config.suspect_timeout, now=now)
+        self.durable_dirty = True
+        self.view: ViewRecord | None = None
+        self.session: ViewSession | None = None
+        self.abandoned = False
+        self.promised_at: float | None = None
+        """When this member froze its view for a ballot (``None``: not frozen)."""
+        self.promised_here = durable.promised.__class__(0, 0)
+        """The highest ballot this incarnation promised (the durable one may be older)."""
+        self.accept_wait: tuple[Ballot, Proposal] | None = None
+        self.install_wait: tuple[Proposal, float, Ballot] | None = None
+        self.round: Round | None = None
+        self.backoff_until = now
+        self.peers: dict[int, Peer] = {}
+        self.retired: dict[int, tuple[ViewSession, float]] = {}
+        self.future: dict[int, list[Datagram]] = {}
+        self._future_count = 0
+        self.history: dict[int, tuple[Ballot, Proposal]] = {}
+        self.leaving = False
+        self.left = False
+        self._last_delivered: Position | None = None
+        self.next_join = now
+        self.outq: list[MembershipDatagram] = []
+        self.alive_changed = now
+        self._last_alive: frozenset[int] = frozenset()
+        self._suspected: set[int] = set()
+        self.view_floor = durable.incarnation
+        self.started = now
+        self.flushes = 0
+        self.flush_deliveries = 0
+        self.next_tick = now
+        self._now = now
+        self.last_activity = now
+        self._version = 0
+        """Bumped whenever what ``alive_members`` reads changes (peers, view, detector)."""
+        self._alive_key: tuple[float, int] = (-1.0, -1)
+        self._alive: dict[int, Member] = {}
+        self.future_since: dict[int, float] = {}
+        self.last_foreign_view = -math.inf
+        """Last data-plane datagram of a view we are not in (a primary may exist)."""
+        self._reported_closed: int | None = None
+        self.make_session: SessionFactory = _no_factory
+        self.view_closed: ViewClosed = _ignore_closed
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def primary(self) -> bool:
+        return self.view is not None and not self.abandoned and not self.left
+
+    def sending_session(self) -> ViewSession | None:
+        """The session that may carry new own vertices now, if any."""
+        s = self.session
+        if s is None or not self.primary or self.promised_at is not None or s.reliable.frozen:
+            return None
+        return s
+
+    def incarnation_of(self, node: int) -> int | None:
+        """The incarnation of ``node`` we would admit (a refused one is not). A new
+        incarnation of a member of our view replaces it only once the old one has been
+        silent in the view for two heartbeat intervals since the new one appeared: until
+        then it may be a second daemon with the same id (``_check_duplicate``)."""
+        peer = self.peers.get(node)
+        member = self.view.member(node) if self.view is not None else None
+        if (peer is not None and peer.incarnation >= 0 and peer.refused is None
+                and (member is None or (peer.incarnation > member.incarnation
+                                        and self._now >= peer.joining_since
+                                        + 2 * self.cfg.heartbeat_interval))):
+            return peer.incarnation
+        return member.incarnation if member is not None else None
+
+    def _listed(self, node: int) -> bool:
+        return node in self.potential or (self.view is not None and node in self.view.potential)
+
+    def alive_members(self, now: float) -> dict[int, Member]:
+        """Live, compatible, listed nodes (with their current incarnation), us included."""
+        self._now = now
+        key = (now, self._version)
+        if key == self._alive_key:
+            return self._alive
+        out = self._alive = {self.node_id: self.me}
+        self._alive_key = key
+        detector = self.detector
+        for node in set(self.peers) | set(self.view.nodes if self.view else ()):
+            if node == self.node_id or not detector.alive(node, now) or not self._listed(node):
+                continue
+            inc = self.incarnation_of(node)
+            if inc is not None:
+                out[node] = Member(node, inc)
+        return out
+
+    def coordinator(self, alive: dict[int, Member], now: float) -> int | None:
+        """Who proposes views: the lowest live member of our primary view; outside a
+        primary view, the lowest live node, unless a primary view is audible (its
+        members will take us in)."""
+        if self.primary and self.view is not None:
+            view = self.view
+            inside = [n for n, m in alive.items()
+                      if view.member(n) == m and not self._abandoned_member(n, m)]
+            return min(inside) if inside else None
+        if now - self.last_foreign_view <= self.cfg.suspect_timeout:
+            return None
+        return min(alive)
+
+    @property
+    def last_delivered(self) -> Position | None:
+        """(view id, position) of the last ordered message delivered here."""
+        s = self.session
+        if s is not None and s.last_position is not None:
+            return (s.view_id, s.last_position)
+        return self._last_delivered
+
+    def _abandoned_member(self, node: int, member: Member) -> bool:
+        """A member of our view that announces itself (JOIN): it left the view."""
+        if node == self.node_id:
+            return False
+        peer = self.peers.get(node)
+        return (peer is not None and peer.joining_since < math.inf
+                and peer.incarnation == member.incarnation)
+
+    def _leavers(self) -> set[int]:
+        out = {n for n, p in self.peers.items() if p.leaving}
+        if self.leaving:
+            out.add(self.node_id)
+        return out
+
+    # ------------------------------------------------------------------ inputs
+
+    def on_datagram(self, dg: Datagram, now: float) -> None:
+        """A data-plane datagram (any view) from another node."""
+        sender = dg.sender
+        self.noticed_time(now)
+        if not self._listed(sender):
+            self._drop("unknown_sender", f"from {sender}")
+            return
+        revived = not self.detector.alive(sender, now)
+        self.detector.heard(sender, now)
+        if revived:
+            self._version += 1
+            self.evaluate(now)
+        session = self.session
+        if session is not None and dg.view == session.view_id:
+            # an abandoned view still repairs (it may be flushed with us yet); its
+            # session delivers nothing and releases nothing past what it held
+            reason = session.reliable.foreign(dg)
+            if reason is not None:
+                self._drop(reason, f"from {sender}")
+                return
+            peer = self.peers.get(sender)
+            if peer is not None:
+                peer.last_in_view = now
+                self._check_duplicate(sender, peer, now)
+            if self.round is not None and self.round.phase == INSTALL:
+                self.round.heard_in_view.add(sender)
+            session.receive(dg, now)
+            self._after_session_input(now)
+            return
+        if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
+            dg.view == self.round.proposal.view.view_id
+        ):
+            self.round.heard_in_view.add(sender)
+        retired = self.retired.get(dg.view)
+        if retired is not None:
+            if retired[0].reliable.foreign(dg) is None:
+                retired[0].receive(dg, now)
+            return
+        current = self.view.view_id if self.view is not None else 0
+        if session is None or dg.view != session.view_id:
+            self.last_foreign_view = now
+        if dg.view > current:
+            self.future_since.setdefault(dg.view, now)
+            if self._future_count < MAX_FUTURE_DATAGRAMS:
+                self.future.setdefault(dg.view, []).append(dg)
+                self._future_count += 1
+            else:
+                self._drop("future_view_buffer_full", f"view {dg.view}")
+            return
+        if dg.view != current:
+            self._drop("stale_view", f"view {dg.view} from {sender}")
+
+    def on_membership(self, dg: MembershipDatagram, now: float) -> None:
+        sender = dg.sender
+        self.noticed_time(now)
+        if sender == self.node_id:
+            return  # our own echo, or a previous incarnation's datagram still in flight
+        self.detector.heard(sender, now)
+        self._version += 1
+        msg = dg.message
+        if not self._listed(sender) and not isinstance(msg, Refuse):
+            self._drop("not_listed", f"node {sender}")
+            if self.coordinator(self.alive_members(now), now) == self.node_id:
+                self._refuse(sender, dg.incarnation, "not_listed",
+                             f"node {sender} is not in the member list", now)
+            return
+        peer = self.peers.setdefault(sender, Peer())
+        if dg.incarnation < peer.incarnation:
+            self._drop("stale_incarnation", f"node {sender} incarnation {dg.incarnation}")
+            return
+        if dg.incarnation > peer.incarnation:
+            peer.incarnation = dg.incarnation
+            peer.joining_since = math.inf
+            peer.refused = None
+            peer.leaving = False
+        handler = _HANDLERS[type(msg)]
+        handler(self, sender, dg.incarnation, msg, now)
+        self.evaluate(now)
+
+    def _check_duplicate(self, sender: int, peer: Peer, now: float) -> None:
+        """A member of our view keeps sending while another incarnation asks to join."""
+        member = self.view.member(sender) if self.view is not None else None
+        if (member is None or peer.incarnation <= member.incarnation or peer.refused
+                or now < peer.joining_since + self.cfg.heartbeat_interval / 2):
+            return  # (datagrams of a crashed incarnation may still be in flight briefly)
+        self._refuse(sender, peer.incarnation, "duplicate_node_id",
+                     f"node {sender} is a live member (incarnation {member.incarnation}); "
+                     f"incarnation {peer.incarnation} claims the same id", now)
+
+    def _refuse(self, node: int, incarnation: int, reason: str, detail: str,
+                now: float) -> None:
+        """Refuse ``node``'s incarnation; the coordinator tells it (and reports it)."""
+        self._version += 1
+        peer = self.peers.setdefault(node, Peer())
+        peer.incarnation = max(peer.incarnation, incarnation)
+        peer.refused = reason
+        peer.refused_detail = detail
+        if self.coordinator(self.alive_members(now), now) != self.node_id:
+            return
+        key = f"{incarnation}:{reason}:{detail}"
+        if peer.reported != key:
+            peer.reported = key
+            self.events.append(JoinRefused(node, reason, detail, False))
+        self._send(Refuse(Member(node, incarnation), reason, detail))
+
+    # -- membership messages
+
+    def _on_join(self, sender: int, incarnation: int, msg: Join, now: float) -> None:
+        peer = self.peers[sender]
+        peer.settings = msg.settings
+        peer.known_view_id = msg.known_view_id
+        member = self.view.member(sender) if self.view is not None else None
+        stale = (member is not None and member.incarnation == incarnation
+                 and self.view is not None and msg.known_view_id < self.view.view_id)
+        if msg.leaving:
+            peer.leaving = True
+        elif peer.joining_since == math.inf and not stale:
+            # (a JOIN a member of our view sent before it learned of the view is stale,
+            # not a sign that it left the view again)
+            peer.joining_since = now
+        diffs = self.settings.differences(msg.settings)
+        if diffs:
+            self._refuse(sender, incarnation, "config_mismatch", "; ".join(diffs), now)
+            return
+        if peer.refused == "config_mismatch":
+            peer.refused = None
+        if peer.refused is not None:
+            self._refuse(sender, incarnation, peer.refused, peer.refused_detail, now)
+            return
+        self._answer_with_history(sender, peer, msg.known_view_id, now)
+
+    def _answer_with_history(self, sender: int, peer: Peer, known: int, now: float) -> None:
+        """Tell a node that missed a decision how its view ended (one step at a time)."""
+        entry = self.history.get(known)
+        if entry is None or now < peer.last_history_reply + self.cfg.membership_retry * 4:
+            return
+        if self.coordinator(self.alive_members(now), now) != self.node_id:
+            return  # the coordinator answers
+        peer.last_history_reply = now
+        self._send(Install(entry[0], entry[1]))
+
+    def _on_prepare(self, sender: int, incarnation: int, msg: Prepare, now: float) -> None:
+        mine = next((m for m in msg.candidates if m.node == self.node_id), None)
+        if mine is None or mine.incarnation != self.me.incarnation or self.left:
+            return
+        self._learn(msg.known)
+        promise = self._promise(msg.ballot, now)
+        if isinstance(promise, Reject) or msg.ballot.node != self.node_id:
+            self._send(promise)
+
+    def _promise(self, ballot: Ballot, now: float) -> Promise | Reject:
+        d = self.durable
+        if ballot < d.promised:
+            return Reject(ballot, d.promised, "stale_ballot", "")
+        if ballot != d.promised:
+            self._update_durable(promised=ballot)
+        if ballot > self.promised_here:
+            self.promised_here = ballot
+        if self.session is not None and not self.session.finished:
+            if self.promised_at is None:
+                self.promised_at = now
+            self.session.freeze()
+        availability = None
+        if self.session is not None and self.view is not None:
+            availability = self.session.reliable.availability(self.cfg.max_held_report)
+        return Promise(ballot, d.known, self.view.view_id if self.view else 0, d.accepted,
+                       availability, self.settings, self.last_delivered)
+
+    def _on_promise(self, sender: int, incarnation: int, msg: Promise, now: float) -> None:
+        r = self.round
+        if r is None or r.phase != PREPARE or msg.ballot != r.ballot:
+            return
+        cand = r.candidates.get(sender)
+        if cand is None or cand.incarnation != incarnation:
+            return
+        if self.settings.differences(msg.settings):
+            self._refuse(sender, incarnation, "config_mismatch",
+                         "; ".join(self.settings.differences(msg.settings)), now)
+            return
+        self._learn(msg.known)
+        r.promises[sender] = msg
+        if not r.waiting_for():
+            self._to_accept(now)
+
+    def _on_reject(self, sender: int, incarnation: int, msg: Reject, now: float) -> None:
+        r = self.round
+        if r is None or msg.ballot != r.ballot:
+            return
+        self._update_durable(max_view_id=max(self.durable.max_view_id, msg.promised.number))
+        self._abort_round(now, f"rejected by {sender}: {msg.reason}")
+
+    def _on_accept(self, sender: int, incarnation: int, msg: Accept, now: float) -> None:
+        self._accept(msg.ballot, msg.proposal, now)
+
+    def _accept(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
+        d = self.durable
+        if ballot < d.promised:
+            self._send(Reject(ballot, d.promised, "stale_ballot", ""))
+            return
+        self._learn(proposal.prev)
+        self._update_durable(promised=ballot,
+                             max_view_id=max(d.max_view_id, proposal.view.view_id))
+        member = proposal.view.member(self.node_id)
+        closing = (member is not None and member.incarnation == self.me.incarnation
+                   and self.session is not None and proposal.prev is not None
+                   and self.session.view_id == proposal.prev.view_id)
+        if closing:
+            assert self.session is not None
+            self.session.close_at(dict(proposal.cut), now)
+            self.accept_wait = (ballot, proposal)
+            self._check_waits(now)
+        else:
+            self._accepted(ballot, proposal)
+
+    def _accepted(self, ballot: Ballot, proposal: Proposal) -> None:
+        """Vote for ``proposal``: the vote is recorded durably when it is cast (after the
+        view's cut is held here), since only cast votes can make it decided."""
+        if self.durable.promised > ballot:
+            return  # promised a later ballot meanwhile: this vote may not be cast any more
+        self._update_durable(accepted=(ballot, proposal))
+        if ballot.node == self.node_id:
+            r = self.round
+            if r is not None and r.ballot == ballot and r.phase == ACCEPT:
+                r.accepted.add(self.node_id)
+        else:
+            self._send(Accepted(ballot, proposal.view.view_id))
+
+    def _on_accepted(self, sender: int, incarnation: int, msg: Accepted, now: float) -> None:
+        r = self.round
+        if r is None or r.phase != ACCEPT or msg.ballot != r.ballot:
+            return
+        if sender in r.promises:
+            r.accepted.add(sender)
+        self._progress_accept(now)
+
+    def _on_install(self, sender: int, incarnation: int, msg: Install, now: float) -> None:
+        self._decided(msg.ballot, msg.proposal, now)
+
+    def _on_refuse(self, sender: int, incarnation: int, msg: Refuse, now: float) -> None:
+        if msg.target != self.me:
+            return
+        peer = self.peers[sender]
+        key = f"refused:{msg.reason}:{msg.detail}"
+        if peer.reported != key:  # report each refusal once
+            peer.reported = key
+            self.events.append(JoinRefused(self.node_id, msg.reason, msg.detail, True))
+
+    # ------------------------------------------------------------------ decisions
+
+    def _learn(self, view: ViewRecord | None) -> None:
+        d = self.durable
+        if view is None or (d.known is not None and view.view_id <= d.known.view_id):
+            return
+        self._update_durable(known=view, max_view_id=max(d.max_view_id, view.view_id))
+
+    def _decided(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
+        """``proposal`` was decided: learn it; install it if we are a member."""
+        new = proposal.view
+        if proposal.prev is not None:
+            self.history[proposal.prev.view_id] = (ballot, proposal)
+            if len(self.history) > HISTORY:
+                del self.history[min(self.history)]
+        self._learn(new)
+        d = self.durable
+        if d.accepted is not None and d.accepted[1].view.view_id <= new.view_id:
+            self._update_durable(accepted=None)
+        current = self.view.view_id if self.view is not None else 0
+        if new.view_id <= current or (self.install_wait and self.install_wait[0].view == new):
+            return
+        member = new.member(self.node_id)
+        if member is None or member.incarnation != self.me.incarnation:
+            self._excluded_by(proposal, now)
+            return
+        if (self.session is not None and proposal.prev is not None
+                and self.session.view_id == proposal.prev.view_id):
+            self.session.close_at(dict(proposal.cut), now)
+            self.install_wait = (proposal, now, ballot)
+            self._check_waits(now)
+        else:
+            self._install(proposal, ballot, now, closed=None)
+
+    def _excluded_by(self, proposal: Proposal, now: float) -> None:
+        """A view we are not in was decided."""
+        session = self.session
+        if session is None or self.left:
+            return
+        if proposal.prev is not None and session.view_id == proposal.prev.view_id:
+            self._closed_elsewhere(session.view_id, dict(proposal.cut))
+            self._lose_view(now, "left" if self.leaving else "excluded")
+        elif session.view_id < proposal.view.view_id:
+            self._lose_view(now, "excluded")
+
+    def _closed_elsewhere(self, view_id: int, cut: dict[int, int] | None) -> None:
+        """Tell the Node how a view of ours ended (once): the cut, or ``None``."""
+        if self._reported_closed == view_id:
+            return
+        self._reported_closed = view_id
+        self.view_closed(view_id, cut)
+
+    def _lose_view(self, now: float, reason: str) -> None:
+        if self.abandoned or self.view is None:
+            return
+        self.abandoned = True
+        if self.session is not None:
+            self.session.abandon()
+        self.promised_at = None
+        self.accept_wait = None
+        self.install_wait = None
+        for view_id in [v for v in self.future if v <= self.durable.max_view_id]:
+            self._future_count -= len(self.future.pop(view_id))
+        self.future_since.clear()
+        reachable = tuple(sorted(self.alive_members(now)))
+        self.events.append(QuorumLost(self.view.view_id, reason, reachable))
+        if reason == "left":
+            self.left = True
+        self.next_join = now
+
+    def _check_waits(self, now: float) -> None:
+        session = self.session
+        if session is None:
+            return
+        if self.accept_wait is not None:
+            ballot, proposal = self.accept_wait
+            if session.reliable.holds(dict(proposal.cut)):
+                self.accept_wait = None
+                self._accepted(ballot, proposal)
+                if self.round is not None and self.round.ballot == ballot:
+                    self._progress_accept(now)
+        if self.install_wait is not None:
+            proposal, _, ballot = self.install_wait
+            if session.reliable.holds(dict(proposal.cut)):
+                self.install_wait = None
+                self._install(proposal, ballot, now, closed=session)
+
+    def _install(self, proposal: Proposal, ballot: Ballot, now: float, *,
+                 closed: ViewSession | None) -> None:
+        old_view = self.view
+        new = proposal.view
+        previous = proposal.prev
+        if closed is not None:
+            before = closed.messages_delivered
+            frozen_at = self.promised_at if self.promised_at is not None else now
+            closed.finish()
+            delivered = closed.messages_delivered - before
+            self.flushes += 1
+            self.flush_deliveries += delivered
+            self.events.append(FlushCompleted(closed.view_id, delivered, now - frozen_at))
+            self.retired[closed.view_id] = (closed, now + RETIRE_AFTER)
+            self._closed_elsewhere(closed.view_id, dict(proposal.cut))
+        elif self.session is not None and not self.session.finished:
+            self.session.abandon()
+            self._closed_elsewhere(self.session.view_id, None)
+        gap = closed is None
+        self.promised_at = None
+        self.accept_wait = None
+        self.install_wait = None
+        self.abandoned = False
+        self._install_session(new, now)
+        assert self.session is not None
+        if ballot < self.promised_here:
+            # We promised a later ballot before this view was decided: our promise said
+            # nothing of this view, so its coordinator may close it without us. Start it
+            # frozen (no own vertices, nothing released but what the cut will bring).
+            self.session.freeze()
+            self.promised_at = now
+        base = previous if previous is not None else old_view
+        base_members = set(base.members) if base is not None else set()
+        leavers = self._leavers()
+        joined = tuple(m.node for m in new.members if m not in base_members)
+        gone = [m.node for m in base_members if m not in new.members]
+        left = tuple(sorted(n for n in gone if n in leavers))
+        excluded = tuple(sorted(n for n in gone if n not in leavers))
+        if gap:
+            self.events.append(OrderGap(new.view_id, self.last_delivered))
+        assert self.session is not None
+        self.events.append(ViewInstalled(
+            new.view_id, new.nodes, True, joined, left, excluded,
+            previous.view_id if previous is not None else 0, self.session.phi,
+        ))
+        for m in new.members:
+            peer = self.peers.get(m.node)
+            if peer is not None and peer.incarnation == m.incarnation:
+                peer.joining_since = math.inf
+        self.future_since = {v: t for v, t in self.future_since.items() if v > new.view_id}
+        for dg in self.future.pop(new.view_id, []):
+            self._future_count -= 1
+            if dg.view == new.view_id:
+                self.on_datagram(dg, now)
+        for view_id in [v for v in self.future if v < new.view_id]:
+            self._future_count -= len(self.future.pop(view_id))
+
+    def _install_session(self, view: ViewRecord, now: float) -> None:
+        self._version += 1
+        self._last_delivered = self.last_delivered
+        self.view = view
+        self.session = self.make_session(view, now)
+        self._learn(view)
+        self._suspected = set()
+        for m in view.members:  # a member never heard from gets a full timeout of grace
+            if m.node not in self.detector.last_heard:
+                self.detector.heard(m.node, now)
+
+    # ------------------------------------------------------------------ the coordinator
+
+    def _start_round(self, now: float, members: dict[int, Member], reason: str) -> None:
+        d = self.durable
+        number = max(d.promised.number, d.max_view_id, self.view_floor) + 1
+        ballot = Ballot(number, self.node_id)
+        self._update_durable(max_view_id=max(d.max_view_id, number))
+        r = Round(ballot, dict(members), now, now + self.cfg.flush_timeout, reason)
+        self.round = r
+        r.retry_at = now + self.cfg.membership_retry
+        known = self.durable.known
+        self._send(Prepare(ballot, tuple(sorted(members.values())), known))
+        own = self._promise(ballot, now)
+        if isinstance(own, Reject):
+            self._abort_round(now, "own stale ballot")
+            return
+        r.promises[self.node_id] = own
+        if not r.waiting_for():
+            self._to_accept(now)
+
+    def _to_accept(self, now: float) -> None:
+        r = self.round
+        assert r is not None
+        incarnations = {node: r.candidates[node].incarnation for node in r.promises}
+        proposal, why = choose_proposal(
+            promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),
+            incarnations=incarnations, potential=self.potential,
+            expected_votes=self.cfg.expected_votes, min_view_id=max(
+                self.durable.max_view_id, self.view_floor),
+        )
+        if proposal is None:
+            self._abort_round(now, why)
+            return
+        known = proposal.prev
+        r.phase = ACCEPT
+        r.proposal = proposal
+        r.acceptors = known.potential if known is not None else self.potential
+        r.deadline = now + self.cfg.flush_timeout
+        r.retry_at = now + self.cfg.membership_retry
+        self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
+                                        (r.ballot.number, r.ballot.node), r.reason))
+        self._send(Accept(r.ballot, proposal))
+        self._accept(r.ballot, proposal, now)
+        self._progress_accept(now)
+
+    def _progress_accept(self, now: float) -> None:
+        r = self.round
+        if r is None or r.phase != ACCEPT:
+            return
+        if r.waiting_for() and now < r.deadline:
+            return
+        if has_quorum(r.accepted, r.acceptors, self.cfg.expected_votes):
+            assert r.proposal is not None
+            r.phase = INSTALL
+            r.deadline = now + 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
+            r.retry_at = now + self.cfg.membership_retry
+            r.heard_in_view = {self.node_id}
+            self._send(Install(r.ballot, r.proposal))
+            self._decided(r.ballot, r.proposal, now)
+        elif now >= r.deadline:
+            self._abort_round(now, "no_quorum_of_acceptances")
+
+    def _abort_round(self, now: float, why: str) -> None:
+        self.round = None
+        retry = self.cfg.membership_retry
+        self.backoff_until = now + self.rng.uniform(2 * retry, 8 * retry)
+
+    def _coordinate(self, now: float) -> None:
+        """The lowest live node proposes a view whenever the live set calls for one."""
+        if self.left:
+            return
+        r = self.round
+        if r is not None:
+            if r.phase == PREPARE and now >= r.deadline:
+                self._to_accept(now)
+            elif r.phase == ACCEPT:
+                self._progress_accept(now)
+            elif r.phase == INSTALL and (not r.waiting_for() or now >= r.deadline):
+                self.round = None
+            r = self.round
+            if r is not None and now >= r.retry_at and r.waiting_for():
+                r.retry_at = now + self.cfg.membership_retry
+                if r.phase == PREPARE:
+                    self._send(Prepare(r.ballot, tuple(sorted(r.candidates.values())),
+                                       self.durable.known))
+                elif r.phase == ACCEPT:
+                    assert r.proposal is not None
+                    self._send(Accept(r.ballot, r.proposal))
+                else:
+                    assert r.proposal is not None
+                    self._send(Install(r.ballot, r.proposal))
+            if self.round is not None:
+                return
+        if now < self.backoff_until:
+            return
+        alive = self.alive_members(now)
+        if self.coordinator(alive, now) != self.node_id:
+            return
+        leavers = self._leavers()
+        desired = {n: m for n, m in alive.items() if n not in leavers and n in self.potential}
+        if not desired:
+            return
+        reason = self._change_needed(desired, now)
+        if reason is None:
+            return
+        if not has_quorum(desired, self.potential, self.cfg.expected_votes):
+            return
+        candidates = dict(desired)
+        candidates[self.node_id] = self.me
+        for node in leavers:
+            if node in alive and self.view is not None and node in self.view.nodes:
+                candidates[node] = alive[node]
+        self._start_round(now, candidates, reason)
+
+    def _change_needed(self, desired: dict[int, Member], now: float) -> str | None:
+        view = self.view
+        if view is None or self.abandoned:
+            everyone = set(self.potential) <= set(desired)
+            if not everyone and now - self.alive_changed < self.cfg.join_settle:
+                return None
+            return "no_view"
+        if self.promised_at is not None and now - self.promised_at > self.cfg.flush_timeout * 4:
+            return "stuck_flush"
+        if view.potential != self.potential:
+            return "members_reconfigured"
+        if set(desired.values()) != set(view.members):
+            missing = set(view.members) - set(desired.values())
+            if missing:
+                return "member_lost"
+            if now - self.alive_changed < self.cfg.join_settle / 4:
+                return None
+            return "member_joined"
+        if any(self._abandoned_member(m.node, m) for m in view.members):
+            return "member_abandoned"
+        return None
+
+    # ------------------------------------------------------------------ timers
+
+    def noticed_time(self, now: float) -> None:
+        """Every input starts here: a process that was stopped longer than the suspicion
+        timeout (SIGSTOP, a long GC pause) assumes the others excluded it, and stops
+        delivering in its view before it processes anything (its decisions would be
+        stale); it rejoins like any excluded member."""
+        if now - self.last_activity > self.cfg.suspect_timeout:
+            if self.round is not None:
+                self.round = None
+            if self.view is not None and not self.abandoned:
+                self._lose_view(now, "paused")
+        self.last_activity = now
+
+    def evaluate(self, now: float) -> None:
+        """After every input: suspicion, lease, waits, coordination."""
+        alive = frozenset(self.alive_members(now))
+        if alive != self._last_alive:
+            self._last_alive = alive
+            self.alive_changed = now
+        view = self.view
+        if view is not None and not self.abandoned:
+            for m in view.members:
+                if (m.node != self.node_id and m.node not in self._suspected
+                        and not self.detector.alive(m.node, now)):
+                    self._suspected.add(m.node)
+                    self.events.append(MemberSuspected(
+                        m.node, view.view_id, self.detector.silent_for(m.node, now)))
+            lease = {m.node for m in view.members} & (set(alive) | {self.node_id})
+            if not has_quorum(lease, view.potential, self.cfg.expected_votes):
+                self._lose_view(now, "no_quorum")
+            elif self._stale(view.view_id, now):
+                self._lose_view(now, "excluded")
+        if self.install_wait is not None and now - self.install_wait[1] > (
+            4 * self.cfg.flush_timeout
+        ):
+            self.install_wait = None  # the cut cannot be completed here: give the view up
+            self._lose_view(now, "excluded")
+        stuck = 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
+        if (self.promised_at is not None and now - self.promised_at > stuck
+                and self.coordinator(self.alive_members(now), now) != self.node_id):
+            self._lose_view(now, "stuck_flush")  # nobody finishes the change: start over
+        for peer in self.peers.values():
+            if (peer.refused == "duplicate_node_id"
+                    and now - peer.last_in_view > self.cfg.suspect_timeout):
+                peer.refused = None  # the incumbent is gone: the newcomer is a restart
+                self._version += 1
+        self._check_waits(now)
+        self._coordinate(now)
+        for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
+            del self.retired[view_id]
+
+    def _stale(self, view_id: int, now: float) -> bool:
+        """Datagrams of a later view have kept coming for a while and nobody installed it
+        here: we were left out of it (the coordinator repeats INSTALL to its members)."""
+        since = [t for v, t in self.future_since.items() if v > view_id]
+        return bool(since) and now - min(since) > self.cfg.flush_timeout
+
+    def handle_timer(self, now: float) -> None:
+        self.noticed_time(now)
+        if now >= self.next_tick:
+            self.detector.ran_late(now - self.next_tick)
+            self.next_tick = now + self.cfg.heartbeat_interval / 2
+        if self.session is not None:
+            self.session.handle_timer(now)
+        for session, _ in list(self.retired.values()):
+            session.handle_timer(now)
+        if not self.primary and not self.left and now >= self.next_join:
+            self.next_join = now + self.cfg.heartbeat_interval
+            self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
+                            else 0, self.leaving, self.last_delivered))
+        elif self.leaving and not self.left and now >= self.next_join:
+            self.next_join = now + self.cfg.membership_retry
+            self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
+                            else 0, True, self.last_delivered))
+        self.evaluate(now)
+
+    def next_timer(self, now: float) -> float:
+        due: list[float] = []  # session work: due times are cleared by handle_timer
+        if self.session is not None:
+            t = self.session.reliable.next_timer()
+            if t is not None:
+                due.append(t)
+        candidates: list[float] = []
+        for session, until in self.retired.values():
+            t = session.reliable.next_timer()
+            if t is not None:
+                due.append(t)
+            candidates.append(until)
+        if (not self.primary or self.leaving) and not self.left:
+            due.append(self.next_join)  # handle_timer sends it and moves it on
+        due.append(self.next_tick)  # handle_timer moves it on
+        r = self.round
+        if r is not None:
+            candidates.append(min(r.deadline, r.retry_at))
+        elif self.backoff_until > now:
+            candidates.append(self.backoff_until)
+        future = [c for c in candidates if c > now]
+        return min(due + future, default=now + self.cfg.heartbeat_interval / 2)
+
+    # ------------------------------------------------------------------ outputs
+
+    def _after_session_input(self, now: float) -> None:
+        if self.accept_wait is not None or self.install_wait is not None:
+            self._check_waits(now)
+
+    def _send(self, msg: Message) -> None:
+        view = self.view.view_id if self.view is not None else 0
+        self.outq.append(MembershipDatagram(self.node_id, view, self.me.incarnation, msg))
+
+    def take_datagrams(self) -> list[MembershipDatagram]:
+        out, self.outq = self.outq, []
+        return out
+
+    def _update_durable(self, **changes: object) -> None:
+        from dataclasses import replace
+
+        self.durable = replace(self.durable, **changes)  # type: ignore[arg-type]
+        self.durable_dirty = True
+
+    def reconfigure(self, potential: tuple[int, ...], settings: Settings) -> None:
+        """A new list of potential members (a config reload): the next view a coordinator
+        with this list proposes uses it (quorums then count majorities of the old and the
+        new list, so a reload never lets two primary components form)."""
+        self.potential = potential
+        self.settings = settings
+        self._version += 1
+        for node, peer in self.peers.items():
+            if peer.refused == "not_listed" and node in potential:
+                peer.refused = None
+
+    def leave(self, now: float) -> None:
+        """Leave gracefully: the coordinator takes us out at once (no suspicion)."""
+        self.leaving = True
+        self.next_join = now
+
+
+_HANDLERS: dict[type, Callable[[MembershipLayer, int, int, object, float], None]] = {
+    Join: MembershipLayer._on_join,  # type: ignore[dict-item]
+    Prepare: MembershipLayer._on_prepare,  # type: ignore[dict-item]
+    Promise: MembershipLayer._on_promise,  # type: ignore[dict-item]
+    Reject: MembershipLayer._on_reject,  # type: ignore[dict-item]
+    Accept: MembershipLayer._on_accept,  # type: ignore[dict-item]
+    Accepted: MembershipLayer._on_accepted,  # type: ignore[dict-item]
+    Install: MembershipLayer._on_install,  # type: ignore[dict-item]
+    Refuse: MembershipLayer._on_refuse,  # type: ignore[dict-item]
+}
+
+
+def _no_factory(view: ViewRecord, now: float) -> ViewSession:
+    raise RuntimeError("MembershipLayer.make_session was not set")
+
+
+def _ignore_closed(view_id: int, cut: dict[int, int] | None) -> None:
+    return None

@@ -1,0 +1,333 @@
+"""The reliable causal multicast of one view: send, receive, repair, stability.
+
+Section 1 of the ToTo paper (Trans / Transis): every vertex carries its sender's
+sequence number and acknowledgements (its causal past); gaps seen in sequence numbers,
+acks or heartbeats become nacks; any holder retransmits; a vertex goes up only once its
+causal past went up (``causal.CausalReleaser``); stability (every member acknowledged a
+vertex, ``stability.AckMatrix``) frees the retransmission store and opens the window.
+
+One ``ReliableLayer`` serves one view (section 2: "we only need to order the messages
+that are delivered between configuration changes"): its sequence numbers start at 1
+and its datagrams carry its view id. It owns the per-view state that used to live in
+the Node: the store and its GC floor, the ack deadline of ack-only vertices, the nack
+queue, the last-sent time behind heartbeats and the outgoing datagrams. It knows
+nothing of the total order: ``receive``/``new_vertex``/``handle_timer`` return the
+vertices released in causal order, and the caller (``amcast.protocols.session``) hands
+them to the engine.
+
+View changes: ``freeze`` stops own vertices and caps releases at what was released when
+the member promised; ``close_at(cut)`` sets the agreed cut (releases up to it, nacks
+what is missing up to it, refuses what lies beyond); ``availability`` describes what
+the member holds for the coordinator. A closed (retired) layer keeps answering nacks
+for members still completing the view.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from amcast.protocols.errors import ProtocolViolation
+from amcast.protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
+from amcast.protocols.reliable.repair import NackTimers, RepairTimers
+from amcast.protocols.reliable.stability import AckMatrix
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
+from amcast.protocols.wire.limits import NACK_RANGE_OVERHEAD
+from amcast.protocols.wire.membership import Availability, HeldVertex
+
+Drop = Callable[[str, str], None]
+
+
+class ReliableCounters:
+    """Counters the layer bumps (shared with the Node's stats)."""
+
+    __slots__ = ("duplicates", "retransmissions", "vertices_released", "vertices_sent")
+
+    def __init__(self) -> None:
+        self.duplicates = 0
+        self.retransmissions = 0
+        self.vertices_released = 0
+        self.vertices_sent = 0
+
+
+class ReliableLayer:
+    def __init__(
+        self,
+        view_id: int,
+        node_id: int,
+        members: tuple[int, ...],
+        *,
+        config: Any,
+        rng: random.Random,
+        now: float,
+        drop: Drop,
+        counters: ReliableCounters,
+    ) -> None:
+        cfg = config
+        self.view_id = view_id
+        self.node_id = node_id
+        self.members = members
+        self.cfg = cfg
+        self._drop = drop
+        self.counters = counters
+        self.releaser = CausalReleaser(
+            members, receive_window=cfg.receive_window, max_held=cfg.max_held_vertices
+        )
+        self.acks = AckMatrix(members)
+        self._nacks = NackTimers(rng, nack_delay=cfg.nack_delay, nack_retry=cfg.nack_retry)
+        self._repairs = RepairTimers(rng, repair_delay=cfg.repair_delay,
+                                     holdoff=cfg.repair_holdoff)
+        self.store: dict[int, dict[int, Vertex]] = {m: {} for m in members}
+        self._gc_floor: dict[int, int] = dict.fromkeys(members, 0)
+        self.seq = 0
+        self._unacked_data = 0
+        self._ack_deadline: float | None = None
+        self.last_sent = now
+        self._nack_queue: list[tuple[int, int, int]] = []
+        self.outq: list[Datagram] = []
+        self.frozen = False
+        """No own vertices any more: the view is being closed."""
+        self.retired = False
+        """Closed: only answers nacks (for members still completing the view)."""
+        self.quiet = False
+        """Abandoned: no heartbeats (the member announces itself with JOIN instead)."""
+        self._released_count = 0
+        self._reported_count = 0
+        self._report_due: float | None = None
+        self._max_nacks_per_datagram = max(
+            1, min(cfg.max_nack_ranges, (cfg.datagram_budget // 2) // NACK_RANGE_OVERHEAD)
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    def unstable(self) -> int:
+        """Own vertices sent but not yet acknowledged by every member."""
+        return self.seq - self.acks.stable(self.node_id)
+
+    def acks_delta(self) -> tuple[tuple[int, int], ...]:
+        return self.acks.delta_for(self.node_id, self.releaser.released)
+
+    def nack_reservation(self) -> int:
+        """Nack ranges the next datagram will carry (the batcher leaves room for them)."""
+        return min(len(self._nack_queue), self._max_nacks_per_datagram)
+
+    def foreign(self, dg: Datagram) -> str | None:
+        """Why ``dg`` cannot belong to this view (a drop reason), or ``None``."""
+        members = self.releaser.released
+        if dg.sender not in members:
+            return "unknown_sender"
+        for node, _, _ in dg.nacks:
+            if node not in members:
+                return "unknown_member"
+        for v in dg.vertices:
+            if v.origin not in members:
+                return "unknown_member"
+        return None
+
+    # ------------------------------------------------------------------ receive side
+
+    def receive(self, dg: Datagram, now: float) -> list[Vertex]:
+        """Process one datagram of this view; return the vertices it released, in causal
+        order. The caller hands each one to ``on_release`` (then to the order), one at a
+        time: a vertex's full ack vector is ``acks.vectors[origin]`` right after it."""
+        releaser = self.releaser
+        releaser.note_known(dg.sender, dg.hb_seq)
+        if dg.acks:
+            self.acks.report(dg.sender, dg.acks)
+        for node, first, last in dg.nacks:
+            self._on_nack(node, first, last, now)
+        released: list[Vertex] = []
+        if self.retired:
+            return released
+        touched = {dg.sender}
+        repair = dg.kind == Kind.REPAIR
+        for v in dg.vertices:
+            try:
+                status = releaser.offer(v, released)
+            except ProtocolViolation as exc:
+                self._drop(exc.reason, exc.detail)
+                continue
+            if repair:
+                self._repairs.heard_repair(v.id, now)
+            if status == DUPLICATE:
+                self.counters.duplicates += 1
+            elif status != HELD:
+                self._drop(status, f"vertex {v.id}")
+            touched.add(v.origin)
+            touched.update(node for node, _ in v.acks)
+        for node in touched:
+            if node != self.node_id and releaser.has_gap(node):
+                self._nacks.gap_noticed(node, now)
+        return released
+
+    def on_release(self, v: Vertex, now: float) -> None:
+        """``v`` was released in causal order (received, or our own)."""
+        acks = self.acks
+        acks.apply(v)
+        if v.origin != self.node_id:
+            acks.report(self.node_id, ((v.origin, v.seq),))  # we hold what we released
+        self.store[v.origin][v.seq] = v
+        self.counters.vertices_released += 1
+        self._released_count += 1
+        if v.items and v.origin != self.node_id:
+            self._unacked_data += 1
+            if self._ack_deadline is None:
+                self._ack_deadline = now + self.cfg.ack_delay
+
+    def collect_garbage(self) -> None:
+        """Forget vertices every member holds (stable: nobody will nack them)."""
+        for node, stable in self.acks.refresh():
+            store = self.store[node]
+            for seq in range(self._gc_floor[node] + 1, stable + 1):
+                store.pop(seq, None)
+                self._repairs.forget((node, seq))
+            self._gc_floor[node] = stable
+
+    def _on_nack(self, node: int, first: int, last: int, now: float) -> None:
+        if node != self.node_id and not self.retired:
+            first_missing = self.releaser.first_missing(node)
+            if first_missing is not None and first <= first_missing <= last:
+                self._nacks.heard_nack(node, now)
+        store = self.store[node]
+        last = min(last, first + self.cfg.max_repair_per_nack - 1)
+        origin = node == self.node_id
+        for seq in range(max(first, self._gc_floor[node] + 1), last + 1):
+            if seq in store:
+                self._repairs.nacked((node, seq), now, origin=origin)
+
+    # ------------------------------------------------------------------ send side
+
+    def new_vertex(self, service: ServiceLevel, items: tuple[Item, ...], now: float,
+                   acks: tuple[tuple[int, int], ...] | None = None) -> Vertex:
+        """Create, queue and locally release our next vertex (the caller hands it to
+        ``on_release``)."""
+        if acks is None:
+            acks = self.acks_delta()
+        self.seq += 1
+        v = Vertex(self.node_id, self.seq, acks, service, now, items)
+        kind = Kind.DATA if items else Kind.ACK_ONLY
+        self.outq.append(Datagram(kind, self.node_id, self.view_id, self.seq, (), (v,)))
+        self.counters.vertices_sent += 1
+        self.releaser.release_own(v)
+        self._unacked_data = 0
+        self._ack_deadline = None
+        return v
+
+    def handle_timer(self, now: float) -> list[Vertex]:
+        """Due nacks, repairs, ack-only vertex and heartbeat; return own released vertex."""
+        releaser = self.releaser
+        for node in [] if self.retired else self._nacks.due(now):
+            ranges = releaser.missing(node, self.cfg.max_nack_ranges)
+            if ranges:
+                self._nack_queue.extend((node, first, last) for first, last in ranges)
+                self._nacks.rearm(node, now)
+            else:
+                self._nacks.clear(node)
+        for origin, seq in self._repairs.due(now):
+            v = self.store[origin].get(seq)
+            if v is not None:
+                self.outq.append(
+                    Datagram(Kind.REPAIR, self.node_id, self.view_id, self.seq, (), (v,))
+                )
+                self.counters.retransmissions += 1
+        released: list[Vertex] = []
+        if self._ack_deadline is not None and now >= self._ack_deadline:
+            self._ack_deadline = None
+            if self._unacked_data and not self.frozen:
+                released.append(self.new_vertex(ServiceLevel.AGREED, (), now))
+        report = self._report_due is not None and now >= self._report_due
+        if report or (not self.retired and not self.quiet and not self.outq
+                      and now >= self.last_sent + self.cfg.heartbeat_interval):
+            self._report_due = None
+            self._reported_count = self._released_count
+            holds = tuple(sorted(self.releaser.released.items()))
+            self.outq.append(
+                Datagram(Kind.HEARTBEAT, self.node_id, self.view_id, self.seq, (), (), holds)
+            )
+            self.last_sent = now
+        return released
+
+    def want_report(self, now: float) -> None:
+        """A safe message waits for stability: tell the others soon what we hold."""
+        if self._report_due is None and self._released_count != self._reported_count:
+            self._report_due = now + self.cfg.ack_delay
+
+    def next_timer(self) -> float | None:
+        quiet = self.retired or self.quiet
+        candidates = [] if quiet else [self.last_sent + self.cfg.heartbeat_interval]
+        if self._ack_deadline is not None and not self.frozen:
+            candidates.append(self._ack_deadline)
+        if self._report_due is not None:
+            candidates.append(self._report_due)
+        nack = self._nacks.next_deadline()
+        if nack is not None:
+            candidates.append(nack)
+        repair = self._repairs.next_deadline()
+        if repair is not None:
+            candidates.append(repair)
+        return min(candidates, default=None)
+
+    def take_datagrams(self, now: float) -> list[Datagram]:
+        """The datagrams to send now (nacks attached), in order."""
+        if self._nack_queue:
+            self._attach_nacks()
+        out, self.outq = self.outq, []
+        if out:
+            self.last_sent = now
+        return out
+
+    def _attach_nacks(self) -> None:
+        cap = self._max_nacks_per_datagram
+        outq = self.outq
+        for i, dg in enumerate(outq):
+            if not self._nack_queue:
+                return
+            if dg.kind in (Kind.DATA, Kind.ACK_ONLY, Kind.HEARTBEAT) and not dg.nacks:
+                take, self._nack_queue = self._nack_queue[:cap], self._nack_queue[cap:]
+                outq[i] = Datagram(dg.kind, dg.sender, dg.view, dg.hb_seq, tuple(take),
+                                   dg.vertices)
+        while self._nack_queue:
+            take, self._nack_queue = self._nack_queue[:cap], self._nack_queue[cap:]
+            outq.append(Datagram(Kind.NACK, self.node_id, self.view_id, self.seq, tuple(take)))
+
+    # ------------------------------------------------------------------ view changes
+
+    def freeze(self) -> None:
+        """Promised a view change: no own vertices; release nothing past what we hold."""
+        if not self.frozen:
+            self.frozen = True
+            self._ack_deadline = None
+            self.releaser.set_limit(dict(self.releaser.released), [], final=False)
+
+    def close_at(self, cut: dict[int, int], now: float) -> list[Vertex]:
+        """The agreed cut: release up to it, nack what is missing, refuse what lies beyond."""
+        self.freeze()
+        released: list[Vertex] = []
+        self.releaser.set_limit(dict(cut), released, final=True)
+        for node in self.members:
+            if node != self.node_id and self.releaser.released[node] < cut[node]:
+                self.releaser.note_known(node, cut[node])
+                self._nacks.gap_noticed(node, now)
+        return released
+
+    def holds(self, cut: dict[int, int]) -> bool:
+        return self.releaser.holds(cut)
+
+    def availability(self, max_held: int) -> Availability:
+        """What we hold of this view: released seqs, and held vertices (bounded)."""
+        released = tuple(sorted(self.releaser.released.items()))
+        held = tuple(
+            HeldVertex(v.origin, v.seq, v.acks)
+            for v in self.releaser.held_vertices()[:max_held]
+        )
+        return Availability(self.view_id, released, held)
+
+    def retire(self) -> None:
+        """The view is closed: from now on only answer nacks from laggards."""
+        self.retired = True
+        self.frozen = True
+        self._ack_deadline = None
+        self._nacks.deadlines.clear()
+        self._nack_queue = []

@@ -1,0 +1,264 @@
+"""One view's session: reliable causal multicast, total order and delivery.
+
+Section 2 of the ToTo paper: "because of virtual synchrony, we only need to order the
+messages that are delivered between configuration changes". A ``ViewSession`` is
+everything that lives for one view: the reliable layer (``reliable.layer``: sequence
+numbers from 1, the causality DAG's vertices, repair, stability), the ToTo engine
+(sections 3-5) over the view's members, and the delivery pipeline:
+
+- a released vertex updates the ack matrix and enters the store (reliable layer); a
+  ``causal`` one is delivered once no ordered vertex of its causal past is undelivered
+  (``reliable.holdback``); every vertex is inserted into the engine;
+- engine deliveries queue in total order; an ``agreed`` one goes out at once, a
+  ``safe`` one waits until every member holds it *and* everything this member had
+  released when the engine ordered it (so a member that crashes after delivering a safe
+  message has decided on a DAG every survivor holds: survivors deliver it at the same
+  position, uniform delivery) and holds back what follows;
+- positions count application payloads from 0 in each view; every delivery event
+  carries the view id.
+
+Closing the view (the flush of ``amcast.protocols.membership``): ``freeze`` when the
+member promises, ``close_at(cut)`` once the cut is agreed (repair up to it), then
+``finish`` once every vertex up to the cut is released: the engine closes the final
+DAG deterministically (``TotalOrderEngine.close``) and everything left is delivered,
+``safe`` messages included (every member of the next view holds them: Spread's
+transitional configuration). ``abandon`` stops deliveries of a view this member was
+excluded from (or lost its quorum in): it must not deliver decisions the survivors did
+not make.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+from amcast.protocols.errors import ConfigurationError, ProtocolViolation
+from amcast.protocols.events import BatchDelivered, Event
+from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
+from amcast.protocols.ordering.messages import CausalMessage, MessageDelivered
+from amcast.protocols.reliable.batching import Batcher, Reassembler
+from amcast.protocols.reliable.flow import SendWindow
+from amcast.protocols.reliable.holdback import CausalHoldback
+from amcast.protocols.reliable.layer import Drop, ReliableCounters, ReliableLayer
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.codec import Datagram, Fragment, Vertex
+from amcast.protocols.wire.limits import overhead_bound
+
+
+def ordering_for(rule: str, phi: float | None, n: int) -> OrderingConfig:
+    """The ordering config of a view of ``n`` members: the configured phi while it is
+    valid for ``n``, else the rule's default (n/2) for this view."""
+    config = OrderingConfig(rule=rule, phi=phi)
+    try:
+        config.resolve_phi(n)
+    except ConfigurationError:
+        config = OrderingConfig(rule=rule, phi=None)
+    return config
+
+
+class ViewSession:
+    def __init__(
+        self,
+        view_id: int,
+        members: tuple[int, ...],
+        *,
+        node_id: int,
+        config: Any,
+        rng: random.Random,
+        now: float,
+        drop: Drop,
+        counters: ReliableCounters,
+        events: list[Event],
+    ) -> None:
+        self.view_id = view_id
+        self.members = members
+        self.node_id = node_id
+        self.config = config
+        self.reliable = ReliableLayer(view_id, node_id, members, config=config, rng=rng,
+                                      now=now, drop=drop, counters=counters)
+        self.engine = TotalOrderEngine(list(members),
+                                       ordering_for(config.rule, config.phi, len(members)))
+        self._drop = drop
+        self._events = events
+        self._holdback = CausalHoldback(members)
+        self._ordered: deque[tuple[Vertex, MessageDelivered, dict[int, int] | None]] = deque()
+        self._causal_reasm = Reassembler()
+        self._ordered_reasm = Reassembler()
+        self.position = 0
+        """Next total-order position in this view, counted in application payloads."""
+        self.delivering = True
+        self.messages_delivered = 0
+        self.finished = False
+        self._now = now
+        self.last_position: int | None = None
+        """Position of the last ordered message delivered in this view."""
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def phi(self) -> float:
+        return self.engine.phi
+
+    @property
+    def undelivered(self) -> int:
+        """Application vertices received or released here and not delivered yet."""
+        return (self.reliable.releaser.held_count + len(self._ordered)
+                + self._holdback.held_count + self.engine.pending_payloads)
+
+    @property
+    def pending(self) -> int:
+        """Vertices released or received but not yet delivered."""
+        return (self.reliable.releaser.held_count + len(self._ordered)
+                + self._holdback.held_count + self.engine.pending)
+
+    # ------------------------------------------------------------------ inputs
+
+    def receive(self, dg: Datagram, now: float) -> None:
+        self._now = now
+        released = self.reliable.receive(dg, now)
+        if released:
+            self._released(released)
+        elif dg.acks:  # a heartbeat's report may have made something stable
+            self.after_stability()
+
+    def handle_timer(self, now: float) -> None:
+        self._now = now
+        released = self.reliable.handle_timer(now)
+        if released:
+            self._released(released)
+
+    def send_batches(self, batcher: Batcher, window: SendWindow, now: float,
+                     sent: list[tuple[int, list[tuple[bytes, ServiceLevel]]]]) -> None:
+        """Turn queued messages into vertices while the window allows; append to ``sent``
+        each vertex's seq and the messages it completed."""
+        reliable = self.reliable
+        self._now = now
+        if reliable.frozen:
+            return
+        budget = self.config.datagram_budget
+        while batcher and window.can_send(reliable.unstable()):
+            acks = reliable.acks_delta()
+            room = budget - overhead_bound(len(acks), reliable.nack_reservation())
+            service, items = batcher.next_vertex(room)
+            v = reliable.new_vertex(service, items, now, acks)
+            if batcher.completed:
+                sent.append((v.seq, batcher.completed))
+                batcher.completed = []
+            self._released([v])
+
+    # ------------------------------------------------------------------ view change
+
+    def freeze(self) -> None:
+        self.reliable.freeze()
+
+    def close_at(self, cut: dict[int, int], now: float) -> None:
+        released = self.reliable.close_at(cut, now)
+        if released:
+            self._released(released)
+
+    def finish(self) -> None:
+        """Every vertex up to the cut is released: deliver the rest of the view."""
+        if self.finished:
+            return
+        self.finished = True
+        self.delivering = True
+        self.reliable.quiet = False
+        for delivered in self.engine.close():
+            self._ordered.append((delivered.payload, delivered, None))
+        self._deliver_ready(flush=True)
+        self.reliable.retire()
+
+    def abandon(self) -> None:
+        """Excluded, or no quorum: deliver nothing more of this view."""
+        self.delivering = False
+        self.reliable.freeze()
+        self.reliable.quiet = True
+
+    # ------------------------------------------------------------------ pipeline
+
+    def _released(self, vertices: list[Vertex]) -> None:
+        reliable = self.reliable
+        on_release = reliable.on_release
+        now = self._now
+        vectors = reliable.acks.vectors
+        holdback = self._holdback
+        insert = self.engine.insert
+        ordered_queue = self._ordered
+        for v in vertices:
+            on_release(v, now)  # now vectors[v.origin] is v's full ack vector
+            ordered = bool(v.items) and v.service is not ServiceLevel.CAUSAL
+            if ordered:
+                holdback.ordered_released(v.origin, v.seq)
+            elif v.items and holdback.offer(v, vectors[v.origin]):
+                self._deliver(v, self._causal_reasm, None)
+            try:
+                decided = insert(CausalMessage(v.origin, v.seq, v.acks, v if ordered else None))
+            except ProtocolViolation as exc:  # cannot happen for causally released input
+                self._drop(exc.reason, exc.detail)
+                continue
+            for d in decided:
+                frontier = None
+                if d.payload.service is ServiceLevel.SAFE:
+                    frontier = dict(reliable.releaser.released)
+                ordered_queue.append((d.payload, d, frontier))
+        reliable.collect_garbage()
+        self._deliver_ready(flush=False)
+
+    def after_stability(self) -> None:
+        """Stability may have advanced (acks applied): safe messages may go now."""
+        self.reliable.collect_garbage()
+        self._deliver_ready(flush=False)
+
+    def _deliver_ready(self, *, flush: bool) -> None:
+        if not self.delivering:
+            return
+        ordered = self._ordered
+        stable_of = self.reliable.acks.stable
+        holdback = self._holdback
+        while ordered:
+            v, delivered, frontier = ordered[0]
+            if frontier is not None and not flush and any(
+                stable_of(node) < seq for node, seq in frontier.items()
+            ):
+                self.reliable.want_report(self._now)
+                break
+            ordered.popleft()
+            self._deliver(v, self._ordered_reasm, delivered)
+            holdback.ordered_delivered(v.origin, v.seq)
+            for held in holdback.ready():  # before the next ordered one: it may follow them
+                self._deliver(held, self._causal_reasm, None)
+
+    def _emit(self, v: Vertex, payloads: list[bytes], d: MessageDelivered | None,
+              count: int) -> None:
+        self.messages_delivered += count
+        if d is None:
+            event = BatchDelivered(
+                v.origin, v.seq, tuple(payloads), v.service, None, None, None, None, None,
+                None, v.send_ts, self.view_id,
+            )
+        else:
+            event = BatchDelivered(
+                v.origin, v.seq, tuple(payloads), v.service, self.position, d.activation,
+                d.rule, d.ntail, d.unseen, d.nvt, v.send_ts, self.view_id,
+            )
+            self.position += count
+            self.last_position = self.position - 1
+        self._events.append(event)
+
+    def _deliver(self, v: Vertex, reasm: Reassembler, d: MessageDelivered | None) -> None:
+        payloads: list[bytes] = []
+        for item in v.items:
+            if isinstance(item, Fragment):
+                try:
+                    whole = reasm.add(v.origin, item)
+                except ProtocolViolation as exc:
+                    self._drop(exc.reason, exc.detail)
+                    continue
+                if whole is not None:
+                    payloads.append(whole)
+            else:
+                payloads.append(item)
+        if not payloads:
+            return
+        self._emit(v, payloads, d, len(payloads))

@@ -1,0 +1,126 @@
+"""Faults the simulator injects into a cluster of full Nodes (JGroups-style fault layers,
+plus the process faults of section 2 of the ToTo paper: "when a processor fails ...").
+
+A ``Fault`` happens at virtual time ``at`` to ``nodes``:
+
+- ``crash``: the process is gone for good (kill -9); its simulated disk stays;
+- ``restart``: crash, then a new incarnation starts at once from the disk;
+- ``start``: a node that was not running starts (a join, or a restart after a crash);
+  a node still leaving (its leave not finished) stops first;
+- ``pause``: the process stops for ``duration`` (SIGSTOP, a long GC, a VM migration):
+  its timers do not fire and arrivals wait in a bounded socket buffer;
+- ``leave``: a graceful leave (SIGTERM); the process stops once a view without it is
+  installed, or after ``duration``;
+- ``partition``: for ``duration``, the links between ``groups`` are cut (every other
+  node forms a group of its own unless listed); ``one_way`` cuts only the links from
+  the first group to the others (an asymmetric partition).
+
+``random_plan`` draws a plan of faults for a seed (the membership sweep).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+KINDS = ("crash", "restart", "start", "pause", "leave", "partition")
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at: float
+    kind: str
+    nodes: tuple[int, ...] = ()
+    duration: float = 0.0
+    groups: tuple[tuple[int, ...], ...] = ()
+    one_way: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown fault {self.kind!r}; choose one of {', '.join(KINDS)}")
+
+    def links(self, members: Sequence[int]) -> set[tuple[int, int]]:
+        """The directed links a partition cuts."""
+        listed = {n for g in self.groups for n in g}
+        groups = [set(g) for g in self.groups] + [{n} for n in members if n not in listed]
+        side = {n: k for k, g in enumerate(groups) for n in g}
+        cut = set()
+        for a in members:
+            for b in members:
+                if a == b or side[a] == side[b]:
+                    continue
+                if self.one_way and side[a] != 0:
+                    continue
+                cut.add((a, b))
+        return cut
+
+    def describe(self) -> str:
+        what = {
+            "partition": f"partition {' | '.join(','.join(map(str, g)) for g in self.groups)}"
+                         f"{' (one way)' if self.one_way else ''}",
+        }.get(self.kind, f"{self.kind} {','.join(map(str, self.nodes))}")
+        span = f" for {self.duration:.2f}s" if self.duration else ""
+        return f"t={self.at:.2f}s {what}{span}"
+
+
+def random_plan(rng: random.Random, n: int, *, start: float = 0.5, faults: int = 2,
+                kinds: Sequence[str] = ("crash", "restart", "pause", "partition", "leave",
+                                        "start"),
+                suspect_timeout: float = 0.8) -> list[Fault]:
+    """A few faults for one seed, spaced so that most view changes finish in between,
+    and a few that overlap (a crash during a view change)."""
+    plan: list[Fault] = []
+    t = start
+    down: set[int] = set()
+    for _ in range(faults):
+        kind = rng.choice(list(kinds))
+        live = [i for i in range(n) if i not in down]
+        if kind == "start":
+            if not down:
+                kind = "restart"
+            else:
+                node = rng.choice(sorted(down))
+                down.discard(node)
+                plan.append(Fault(t, "start", (node,)))
+        if kind in ("crash", "leave"):
+            if len(live) <= n // 2 + 1:
+                kind = "restart"
+            else:
+                node = rng.choice(live)
+                down.add(node)
+                plan.append(Fault(t, kind, (node,), 5.0 if kind == "leave" else 0.0))
+        if kind == "restart":
+            plan.append(Fault(t, "restart", (rng.choice(live),)))
+        elif kind == "pause":
+            plan.append(Fault(t, "pause", (rng.choice(live),),
+                              rng.uniform(0.3, 3.0) * suspect_timeout))
+        elif kind == "partition":
+            nodes = list(range(n))
+            rng.shuffle(nodes)
+            shape = rng.choice(["one", "minority", "majority", "ring", "asymmetric"])
+            duration = rng.uniform(1.0, 3.0) * suspect_timeout
+            if shape == "one":
+                plan.append(Fault(t, "partition", groups=((nodes[0],),), duration=duration))
+            elif shape in ("minority", "majority"):
+                k = max(1, (n - 1) // 2) if shape == "minority" else n // 2
+                plan.append(Fault(t, "partition", groups=(tuple(nodes[:k]),
+                                                          tuple(nodes[k:])),
+                                  duration=duration))
+            elif shape == "ring":
+                half = n // 2
+                plan.append(Fault(t, "partition", groups=(tuple(nodes[:half]),),
+                                  duration=duration / 2))
+                plan.append(Fault(t + duration / 2, "partition",
+                                  groups=(tuple(nodes[half // 2: half // 2 + half]),),
+                                  duration=duration / 2))
+            else:
+                plan.append(Fault(t, "partition", groups=((nodes[0],), tuple(nodes[1:])),
+                                  duration=duration, one_way=True))
+        gap = rng.choice([0.05, 0.3, 1.5, 2.5, 3.0])  # small gaps overlap view changes
+        t += gap * suspect_timeout + 0.2
+    for node in sorted(down):  # bring everyone back at the end, so liveness can be checked
+        if rng.random() < 0.7:
+            plan.append(Fault(t, "start", (node,)))
+            t += 0.2
+    return plan

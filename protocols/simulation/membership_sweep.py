@@ -1,0 +1,153 @@
+"""The membership sweep: full Nodes under crashes, restarts, pauses, joins, leaves and
+partitions, on a lossy network, every property checked on every seed.
+
+Each seed draws a cluster size, a loss rate, an ordering rule and a plan of process and
+network faults (``faults.random_plan``); nodes form their first view themselves (no
+agreed bootstrap), senders keep submitting through the faults, and after the last fault
+the run goes on until every live node is in one view and has delivered everything a
+live process sent (or a deadline, which the liveness checker then reports).
+``run_membership_sweep`` aggregates the counts the README and the issue ask for
+(faults injected by kind, views installed, crash-restarts, messages in doubt) and lists
+the first violations.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
+from amcast.protocols.simulation.faults import Fault, random_plan
+from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
+
+RULES = ("lex", "stoto", "gtoto", "gltoto")
+KEY = b"simulation-group-key"
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipPoint:
+    seed: int
+    n: int
+    loss: float
+    rule: str
+    plan: tuple[Fault, ...]
+
+
+def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
+                     max_loss: float = 0.2, faults: int | None = None,
+                     kinds: Sequence[str] | None = None) -> MembershipPoint:
+    rng = random.Random(seed * 104729 + 17)
+    n = rng.randint(*n_range)
+    loss = rng.choice([0.0, 0.0, 0.05, 0.1, max_loss])
+    rule = RULES[seed % len(RULES)]
+    count = faults if faults is not None else rng.randint(1, 4)
+    plan = random_plan(rng, n, faults=count, **({"kinds": kinds} if kinds else {}))
+    return MembershipPoint(seed, n, loss, rule, tuple(plan))
+
+
+def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
+                         interval: float = 0.05) -> RunResult:
+    cfg = NodeConfig(group_key=KEY, rule=point.rule)
+    net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
+    cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
+                      bootstrap="join")
+    for fault in point.plan:
+        cluster.schedule(fault)
+    workload = Workload(messages_per_node=messages_per_node, interval=interval)
+    end = max((f.at + f.duration for f in point.plan), default=0.0)
+    return cluster.run(workload, max_time=end + 30.0, settle=1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SeedOutcome:
+    """What one seed of the sweep found (small and picklable: sweeps may run in parallel)."""
+
+    seed: int
+    rule: str
+    faults: tuple[str, ...]
+    totals: tuple[tuple[str, int], ...]
+    violations: tuple[str, ...]
+
+
+def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
+                 messages_per_node: int = 40) -> SeedOutcome:
+    point = membership_point(seed, n_range=n_range, max_loss=max_loss)
+    result = run_membership_point(point, messages_per_node=messages_per_node)
+    totals: Counter[str] = Counter()
+    totals["messages"] += len(result.sent)
+    totals["views"] += sum(len(v) for v in result.views.values())
+    totals["distinct views"] += len({v.view for vs in result.views.values() for v in vs})
+    totals["in doubt"] += sum(nd.stats.messages_in_doubt for nd in result.all_nodes)
+    totals["lost copies"] += result.network.stats.lost
+    totals["flush deliveries"] += sum(nd.stats.flush_deliveries for nd in result.all_nodes)
+    totals["crash-restarts"] += sum(1 for f in point.plan if f.kind == "restart")
+    plan = "; ".join(f.describe() for f in point.plan)
+    bad = tuple(
+        f"seed {seed} (n={point.n}, {point.rule}, loss {point.loss:.0%}, {plan}): {prop}: {v}"
+        for prop, found in result.violations.items() for v in found[:2]
+    )
+    return SeedOutcome(seed, point.rule, tuple(f.kind for f in point.plan),
+                       tuple(sorted(totals.items())), bad)
+
+
+def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
+              max_loss: float = 0.2) -> dict:
+    """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
+    faults: Counter[str] = Counter()
+    totals: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
+    failures: list[str] = []
+    for o in outcomes:
+        rules[o.rule] += 1
+        faults.update(o.faults)
+        totals.update(dict(o.totals))
+        failures.extend(o.violations)
+    failed = {o.seed for o in outcomes if o.violations}
+    return {
+        "title": f"membership sweep: {len(outcomes)} seeds, n {n_range[0]}..{n_range[1]}, "
+                 f"loss 0..{max_loss:.0%}, rules {', '.join(sorted(rules))}",
+        "figures": {
+            "seeds": len(outcomes),
+            "seeds failed": len(failed),
+            **{f"faults: {kind}": count for kind, count in sorted(faults.items())},
+            "seeds with a crash-restart": sum(1 for o in outcomes if "restart" in o.faults),
+            "messages submitted": totals["messages"],
+            "views installed (all processes)": totals["views"],
+            "distinct views": totals["distinct views"],
+            "messages delivered by a flush": totals["flush deliveries"],
+            "messages reported in doubt": totals["in doubt"],
+            "copies lost": totals["lost copies"],
+        },
+        "notes": failures[:50] or [
+            "integrity, views, primary component, virtual synchrony, total and causal order "
+            "within and across views, safe uniformity, one view per message, no loss of a "
+            "surviving sender's messages and liveness held on every seed"
+        ],
+        "ok": not failures,
+    }
+
+
+def run_membership_sweep(
+    seeds: Sequence[int],
+    *,
+    n_range: tuple[int, int] = (3, 7),
+    max_loss: float = 0.2,
+    messages_per_node: int = 40,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """One faulty cluster per seed, in this process; every property checked."""
+    outcomes = []
+    step = max(1, len(seeds) // 20)
+    bad = 0
+    for k, seed in enumerate(seeds, 1):
+        o = seed_outcome(seed, n_range=n_range, max_loss=max_loss,
+                         messages_per_node=messages_per_node)
+        outcomes.append(o)
+        bad += bool(o.violations)
+        if progress and (k % step == 0 or k == len(seeds) or o.violations):
+            progress(f"{k}/{len(seeds)} seeds: {'ok' if not o.violations else 'VIOLATION'}; "
+                     f"{bad} seeds with violations")
+    return summarize(outcomes, n_range=n_range, max_loss=max_loss)

@@ -1,0 +1,70 @@
+"""A synthetic log set written through the daemon's own writer (``amcast.daemon.logs``).
+
+Kept with the tests, not in ``amcast.analytics.synthetic``: the analytics package reads
+the log schema only and imports nothing of the daemon. Each daemon life gets its own
+``DeliveryLog`` (its ``incarnation``) appending to the node's directory, as a restarted
+daemon does, and its records go through it in time order: the gap notices' ``after`` is
+then what the writer itself logged last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from amcast.analytics.synthetic import LogSet
+from amcast.daemon.logs import DeliveryLog
+
+
+def _opt(x: object) -> int | None:
+    return None if pd.isna(x) else int(x)  # type: ignore[arg-type]
+
+
+def _delivery(log: DeliveryLog, r: dict[str, Any]) -> None:
+    log.delivery(
+        view=int(r["view"]), variant=r["variant"], phi=float(r["phi"]),
+        sender=int(r["sender"]), seq=int(r["seq"]), position=_opt(r["position"]),
+        count=int(r["count"]), nbytes=int(r["bytes"]), service=r["service"],
+        activation=_opt(r["activation"]), rule=r["rule"], ntail=_opt(r["ntail"]),
+        unseen=_opt(r["unseen"]), nvt=_opt(r["nvt"]), send_ts=float(r["send_ts"]),
+        ts=float(r["ts"]), envelopes=int(r["envelopes"]),
+    )
+
+
+def _event(log: DeliveryLog, e: dict[str, Any]) -> None:
+    if e["type"] == "start":
+        log.start(members=e["members"], ts=e["ts"])
+    elif e["type"] == "gap":
+        # the engine's own position (in payloads) is not the log's: the writer replaces it
+        after = None if e["after"] is None else (e["after"][0], -1)
+        log.gap(view=e["view"], after=after, ts=e["ts"])
+    elif e["primary"]:
+        log.view(view=e["view"], members=e["members"], previous=e["previous"],
+                 joined=e["joined"], left=e["left"], excluded=e["excluded"], ts=e["ts"])
+    else:
+        log.lost(view=e["view"], reason=e["reason"], reachable=e["members"], ts=e["ts"])
+
+
+def write_with_daemon_writer(logset: LogSet, directory: Path) -> Path:
+    """Write the records of ``logset`` through ``DeliveryLog``, rotated every 64 KiB."""
+    directory = Path(directory)
+    for node, d in logset.deliveries.items():
+        events = logset.events.get(node, [])
+        metrics = logset.metrics.get(node, [])
+        for inc in sorted({e["incarnation"] for e in events} | set(d["incarnation"])):
+            log = DeliveryLog(directory / f"node-{node}", node, rotate_bytes=1 << 16,
+                              keep=1000, incarnation=int(inc))
+            merged = sorted(
+                [(e["ts"], 0, k, e) for k, e in enumerate(events) if e["incarnation"] == inc]
+                + [(r["ts"], 1, k, r) for k, r in
+                   enumerate(d[d["incarnation"] == inc].to_dict("records"))],
+                key=lambda x: x[:3])
+            for _, kind, _, rec in merged:
+                (_event if kind == 0 else _delivery)(log, rec)
+            for m in metrics:
+                if m["incarnation"] == inc:
+                    log.metrics({k: v for k, v in m.items()
+                                 if k not in ("schema", "type", "node", "incarnation")})
+            log.close()
+    return directory

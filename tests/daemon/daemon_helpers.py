@@ -1,0 +1,197 @@
+"""Test helpers: ``Raw``, a hand-driven API connection, and ``FakeNode``.
+
+``FakeNode`` is a scriptable stand-in for ``amcast.protocols.node.Node``: it has the
+``Node`` surface the daemon uses (``submit``, ``receive_datagram``, ``handle_timer``,
+``next_timer``, ``datagrams_to_send``, ``events``, ``stats``, ``phi``) and lets a test
+decide what the engine does: how many envelopes its window admits, which events come
+out, which call raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import msgpack
+from amcast.protocols.errors import BackpressureError, ClientError
+from amcast.protocols.events import (
+    BackpressureReleased,
+    BatchDelivered,
+    Event,
+    ServiceLevel,
+)
+from amcast.protocols.node import NodeStats
+from amcast.protocols.vocabulary import DeliveryRule
+
+from amcast.socket_protocol import FrameDecoder, encode_envelope, encode_frame
+
+NOTICES = ("view", "gap")
+"""Frames a daemon may send at any time when membership changes."""
+
+
+class Raw:
+    """A hand-driven connection: write arbitrary bytes, read decoded frames."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.decoder = FrameDecoder(1 << 30)
+        self.frames: list[dict[str, Any]] = []
+        self.notices: list[dict[str, Any]] = []
+
+    @classmethod
+    async def open(cls, path: str, hello: bool = True) -> Raw:
+        raw = cls(*await asyncio.open_unix_connection(path))
+        if hello:
+            raw.write(encode_frame({"t": "hello", "v": 1, "name": "raw"}))
+            assert (await raw.next())["t"] == "welcome"
+        return raw
+
+    def write(self, data: bytes) -> None:
+        self.writer.write(data)
+
+    def send(self, frame: dict[str, Any]) -> None:
+        self.writer.write(encode_frame(frame))
+
+    async def next(self, timeout: float = 10) -> dict[str, Any]:
+        """The next frame; membership notices (``view``, ``gap``) go to ``notices``."""
+        while not self.frames:
+            data = await asyncio.wait_for(self.reader.read(1 << 16), timeout)
+            if not data:
+                self.writer.close()  # the daemon said goodbye: so do we
+                raise EOFError
+            for item in self.decoder.feed(data):
+                assert isinstance(item, dict), item
+                if item.get("t") in NOTICES:
+                    self.notices.append(item)
+                else:
+                    self.frames.append(item)
+        return self.frames.pop(0)
+
+    async def until(self, kind: str, timeout: float = 10) -> list[dict[str, Any]]:
+        """Frames up to and including the first of type ``kind``."""
+        got = []
+        while True:
+            frame = await self.next(timeout)
+            got.append(frame)
+            if frame["t"] == kind:
+                return got
+
+    async def sync(self, ref: int, timeout: float = 10) -> list[dict[str, Any]]:
+        """Send ``sync``; the frames before ``synced`` (which must carry ``ref``)."""
+        self.send({"t": "sync", "id": ref})
+        got = await self.until("synced", timeout)
+        assert got[-1] == {"t": "synced", "id": ref}
+        return got[:-1]
+
+    async def closed(self, timeout: float = 10) -> bool:
+        try:
+            while True:
+                await self.next(timeout)
+        except EOFError:
+            return True
+
+
+class FakeNode:
+    def __init__(self, node_id: int = 0, *, window: int | None = None, phi: float = 1.5) -> None:
+        self.node_id = node_id
+        self.window = window  # envelopes admitted until ``release``; None = unlimited
+        self.submitted: list[tuple[bytes, ServiceLevel]] = []
+        self.pending: deque[Event] = deque()
+        self.raise_in: dict[str, int] = {}  # method name -> raise that many more times
+        self.refuse_larger_than: int | None = None  # ClientError like the real engine
+        self.timer_at: float | None = 1e12
+        self.stats = NodeStats()
+        self.phi = phi
+        self.incarnation = 1  # the daemon's delivery log records it (Node.incarnation)
+        self._seq = 0
+        self._position = 0
+
+    # -- scripting ------------------------------------------------------------------
+    def _maybe_raise(self, name: str) -> None:
+        left = self.raise_in.get(name, 0)
+        if left:
+            self.raise_in[name] = left - 1
+            raise RuntimeError(f"fake failure in {name}")
+
+    def release(self, n: int | None = None) -> None:
+        """Open the window by ``n`` envelopes (None: unlimited) and say so."""
+        self.window = None if n is None else (self.window or 0) + n
+        self.pending.append(BackpressureReleased(0, 0))
+
+    def deliver(self, payloads: list[bytes], *, sender: int | None = None,
+                service: ServiceLevel = ServiceLevel.AGREED) -> BatchDelivered:
+        """Queue a delivery of ``payloads`` (raw envelope bytes) as one vertex."""
+        self._seq += 1
+        ordered = service is not ServiceLevel.CAUSAL
+        ev = BatchDelivered(
+            self.node_id if sender is None else sender, self._seq, tuple(payloads), service,
+            self._position if ordered else None, 1 if ordered else None,
+            DeliveryRule.EARLY if ordered else None, 2 if ordered else None,
+            0 if ordered else None, 1 if ordered else None, 1.0,
+        )
+        self.pending.append(ev)
+        return ev
+
+    def deliver_submitted(self, k: int | None = None) -> None:
+        """Deliver the first ``k`` (all) envelopes submitted and not yet delivered."""
+        take = self.submitted[: len(self.submitted) if k is None else k]
+        del self.submitted[: len(take)]
+        for envelope, service in take:
+            self.deliver([envelope], service=service)
+
+    # -- the Node surface -------------------------------------------------------------
+    primary = True
+    left = False
+
+    def state_to_persist(self) -> bytes | None:
+        return None
+
+    def peers(self) -> dict[int, dict[str, float | int | bool | None]]:
+        return {}  # a one-node cluster: no other daemon
+
+    @property
+    def quorum(self) -> dict[str, int]:
+        return {"needed": 1, "listed": 1, "reachable": 1}
+
+    def leave(self, now: float) -> None:
+        self.left = True
+    def submit(self, payload: bytes, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
+               ) -> None:
+        self._maybe_raise("submit")
+        if self.refuse_larger_than is not None and len(payload) > self.refuse_larger_than:
+            raise ClientError("message_too_large", f"{len(payload)} > {self.refuse_larger_than}")
+        if self.window is not None:
+            if self.window <= 0:
+                raise BackpressureError("fake window full")
+            self.window -= 1
+        self.submitted.append((payload, ServiceLevel(service)))
+
+    def receive_datagram(self, data: bytes, now: float) -> None:
+        self._maybe_raise("receive_datagram")
+
+    def handle_timer(self, now: float) -> None:
+        self._maybe_raise("handle_timer")
+
+    def next_timer(self) -> float | None:
+        self._maybe_raise("next_timer")
+        return self.timer_at
+
+    def datagrams_to_send(self) -> list[bytes]:
+        self._maybe_raise("datagrams_to_send")
+        return []
+
+    def events(self) -> list[Event]:
+        self._maybe_raise("events")
+        out = list(self.pending)
+        self.pending.clear()
+        return out
+
+
+def envelope(client: int, groups: list[str], payloads: list[bytes]) -> bytes:
+    return encode_envelope(client, groups, payloads)
+
+
+def raw_envelope(obj: Any) -> bytes:
+    """Any msgpack object as envelope bytes (malformed ones included)."""
+    return msgpack.packb(obj, use_bin_type=True)

@@ -1,0 +1,322 @@
+"""The daemon's pump, backpressure, envelope and shutdown paths against a fake engine.
+
+A ``FakeNode`` (daemon_helpers.py) replaces ``Node`` inside an otherwise real in-process
+daemon (real API socket, real multicast sockets): the test decides what the engine
+admits, delivers and raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+from daemon_helpers import FakeNode, Raw, envelope, raw_envelope
+
+from amcast.socket_protocol import PREFIX
+from amcast.socket_protocol import encode_frame as encode
+from tests.steady import STEADY
+
+
+async def fake_daemon(make_cluster: Any, fake: FakeNode, **overrides: Any) -> Any:
+    # quick stops: the fake engine may hold undelivered messages, clients may not read
+    overrides = {"shutdown": {"grace_s": 0.2}, **overrides}
+    overrides["api"] = {"close_grace_s": 0.5, **overrides.get("api", {})}
+    c = await make_cluster(1, node_factory=lambda *a, **k: fake, **overrides)
+    return c, c.daemons[0]
+
+
+def payloads_of(deliver_frames: list[dict[str, Any]]) -> list[bytes]:
+    return [p for f in deliver_frames if f["t"] == "deliver" for b in f["batches"] for p in b[3]]
+
+
+async def deliveries(raw: Raw, n: int) -> list[bytes]:
+    got: list[bytes] = []
+    while len(got) < n:
+        got += payloads_of([await raw.next()])
+    return got
+
+
+def timer_armed(d: Any, fake: FakeNode) -> bool:
+    return d._timer is not None and d._timer_at == fake.timer_at
+
+
+async def test_malformed_envelopes_are_counted_drops_and_the_rest_goes_out(
+    make_cluster: Any,
+) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    fake.timer_at = d.now() + 1000
+    fake.deliver([envelope(7, ["g"], [b"one"]), raw_envelope([1, [[1]], [b"x"]]),
+                  envelope(7, ["g"], [b"two"])], sender=1)
+    fake.deliver([raw_envelope([1, ["g"], [1, 2]]), envelope(7, ["g"], [b"three"]),
+                  b"\xc1garbage"], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 3) == [b"one", b"two", b"three"]
+    assert d.counters.drops["bad_envelope"] == 3
+    assert d.counters.messages_delivered == 3 and d.position == 3
+    assert timer_armed(d, fake)
+
+
+class ExplodingView:
+    """An event whose handling raises (see ``explode_on``)."""
+
+
+def explode_on(daemon: Any) -> None:
+    """Make the daemon's handler of membership events raise on an ``ExplodingView``."""
+    handle = daemon._other_event
+
+    def other_event(ev: Any) -> None:
+        if isinstance(ev, ExplodingView):
+            raise RuntimeError("boom")
+        handle(ev)
+
+    daemon._other_event = other_event
+
+
+async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: Any) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    explode_on(d)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    fake.timer_at = d.now() + 1000
+    fake.deliver([envelope(3, ["g"], [b"before"])], sender=1)
+    fake.pending.append(ExplodingView())  # type: ignore[arg-type]
+    fake.deliver([envelope(3, ["g"], [b"after"])], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 2) == [b"before", b"after"]
+    assert d.counters.drops["event_handler_error"] == 1
+    assert timer_armed(d, fake)
+    # the pump keeps working afterwards
+    fake.deliver([envelope(3, ["g"], [b"later"])], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 1) == [b"later"]
+
+
+async def test_engine_calls_that_raise_do_not_stop_the_pump_or_the_timer(
+    make_cluster: Any,
+) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    fake.timer_at = d.now() + 1000
+    fake.raise_in = {"datagrams_to_send": 1}
+    fake.deliver([envelope(3, ["g"], [b"x"])], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 1) == [b"x"]  # the next round of the same pump
+    assert d.counters.drops["engine_error"] == 1
+    assert timer_armed(d, fake)
+    # a failing handle_timer on the timer path, then a failing next_timer: re-armed anyway
+    fake.raise_in = {"handle_timer": 1, "next_timer": 1}
+    fake.deliver([envelope(3, ["g"], [b"y"])], sender=1)
+    d._on_timer()
+    assert await deliveries(raw, 1) == [b"y"]
+    assert d.counters.drops["engine_error"] >= 3
+    assert d._timer is not None  # a retry timer when next_timer() failed
+    d._request_pump()
+    await raw.sync(1)
+    assert timer_armed(d, fake)
+    # datagrams from the network: one failing receive does not stop the others
+    fake.raise_in = {"receive_datagram": 1}
+    d._on_datagrams([b"a", b"b"])
+    assert d.counters.drops["engine_error"] >= 4
+
+
+def server_side(d: Any) -> Any:
+    (conn,) = d.api.clients.values()
+    return conn
+
+
+async def test_frames_read_when_the_window_fills_are_queued_not_refused(
+    make_cluster: Any,
+) -> None:
+    """Item 8: a burst of one-message frames read at once; the window admits 10."""
+    fake = FakeNode(window=10)
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    frames = 3000
+    burst = b"".join(
+        encode({"t": "send", "id": i, "groups": ["g"], "payloads": [b"m%d" % i]})
+        for i in range(frames)
+    )
+    # what the socket read when the window filled: handed over as one chunk
+    server_side(d).data_received(burst + encode({"t": "sync", "id": frames}))
+    assert await raw.until("synced") == [{"t": "synced", "id": frames}]  # no error frame
+    assert len(fake.submitted) == 10
+    assert len(d.queue) == frames - 10 and 0 < d.queue.nbytes <= d.queue.cap
+    assert "window" in server_side(d).info()["paused"]
+    assert d.counters.client_errors == {}
+    fake.release()  # the window opens: the queue drains, reading resumes
+    d._request_pump()
+    await raw.sync(frames + 1)
+    assert not d.queue and d.api.sends_paused is False
+    got = [msgpack.unpackb(e)[2][0] for e, _ in fake.submitted]
+    assert got == [b"m%d" % i for i in range(frames)]  # all, in order
+
+
+async def test_only_a_frame_past_the_queue_byte_cap_is_refused(make_cluster: Any) -> None:
+    fake = FakeNode(window=0)
+    c, d = await fake_daemon(
+        make_cluster, fake,
+        api={"max_message_bytes": 1024, "max_groups": 2, "max_group_name_bytes": 8,
+             "submit_queue_bytes": 65536},
+    )
+    raw = await Raw.open(c.socket(0))
+    n = 100  # ~1.2 KB charged each: about 54 fit in 64 KiB
+    server_side(d).data_received(b"".join(
+        encode({"t": "send", "id": i, "groups": ["g"], "payloads": [b"p" * 1000]})
+        for i in range(n)
+    ) + encode({"t": "sync", "id": n}))
+    errors = (await raw.until("synced"))[:-1]
+    refused = [e["id"] for e in errors]
+    assert errors and all(e["code"] == "overloaded" and e["fatal"] is False for e in errors)
+    assert refused == list(range(n - len(refused), n))  # the tail, past the cap
+    assert d.queue.nbytes <= 65536
+    assert d.counters.client_errors["overloaded"] == len(refused)
+    assert len(d.queue) == n - len(refused)
+
+
+async def test_an_engine_refusal_is_an_error_frame_and_the_connection_lives(
+    make_cluster: Any,
+) -> None:
+    """Item 3: an exception from ``Node.submit`` never escapes ``data_received``."""
+    fake = FakeNode()
+    fake.refuse_larger_than = 200
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "send", "id": 1, "groups": ["g"], "payloads": [b"x" * 500]})
+    raw.send({"t": "send", "id": 2, "groups": ["g"], "payloads": [b"small"]})
+    errors = await raw.sync(3)
+    assert [(e["code"], e["id"], e["fatal"]) for e in errors] == [
+        ("message_too_large", 1, False)
+    ]
+    assert d.counters.drops["engine_refused"] == 1
+    assert d.counters.client_errors["message_too_large"] == 1
+    assert len(fake.submitted) == 1 and d.ledger.messages == 1
+    # a failure of the daemon's own handler: internal_error, counted, connection kept
+    d.send = None  # type: ignore[assignment]  # calling it raises TypeError
+    raw.send({"t": "send", "id": 4, "groups": ["g"], "payloads": [b"y"]})
+    errors = await raw.sync(5)
+    assert [(e["code"], e["id"]) for e in errors] == [("internal_error", 4)]
+    assert d.counters.client_errors["internal_error"] == 1
+
+
+async def test_sync_comes_after_the_errors_of_earlier_frames(make_cluster: Any) -> None:
+    fake = FakeNode()
+    c, _ = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    raw.write(PREFIX.pack(3) + b"\xc1\xc1\xc1")
+    raw.send({"t": "send", "id": 1, "groups": ["g"], "service": "eventual", "payload": b"x"})
+    raw.send({"t": "send", "id": 2, "groups": ["g"], "payload": b"ok"})
+    raw.send({"t": "send", "id": 3, "groups": [], "payload": b"x"})
+    errors = await raw.sync(4)
+    assert [(e["code"], e.get("id")) for e in errors] == [
+        ("bad_frame", None), ("bad_service", 1), ("bad_field", 3)
+    ]
+    assert len(fake.submitted) == 1
+    raw.send({"t": "sync"})  # without an id: answered without one
+    assert await raw.next() == {"t": "synced"}
+
+
+async def test_undelivered_messages_are_reported_per_frame_at_shutdown(
+    make_cluster: Any,
+) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake, shutdown={"grace_s": 0.2})
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    big = [b"a" * 1000, b"b" * 1000, b"c" * 1000]  # three envelopes (1312 bytes each)
+    raw.send({"t": "send", "id": 10, "groups": ["g"], "payloads": [b"s1", b"s2"]})
+    raw.send({"t": "send", "id": 11, "groups": ["g"], "payloads": big})
+    raw.send({"t": "send", "id": 12, "groups": ["g"], "payloads": [b"t"]})
+    raw.send({"t": "send", "payloads": [b"no-id"], "groups": ["g"]})
+    assert await raw.sync(13) == []
+    assert len(fake.submitted) == 6 and d.ledger.messages == 7
+    fake.deliver_submitted(2)  # frame 10 whole, the first message of frame 11
+    d._request_pump()
+    assert await deliveries(raw, 3) == [b"s1", b"s2", b"a" * 1000]
+    fake.window = 0  # what is sent now waits in the submit queue, never submitted
+    raw.send({"t": "send", "id": 14, "groups": ["g"], "payloads": [b"q1", b"q2"]})
+    assert await raw.sync(15) == []
+    assert d.queue.messages == 2
+    stopping = asyncio.ensure_future(c.stop())
+    frames = []
+    while True:
+        try:
+            frames.append(await raw.next())
+        except EOFError:
+            break
+    assert await stopping == [0]
+    assert [(f["code"], f.get("id"), f.get("first"), f["fatal"]) for f in frames] == [
+        ("undelivered", 11, 1, False), ("undelivered", 12, 0, False),
+        ("undelivered", None, 0, False), ("undelivered", 14, 0, False),
+        ("shutting_down", None, None, True),
+    ]
+    assert d.counters.messages_reported_undelivered == 2 + 1 + 1 + 2
+
+
+async def test_the_delivery_log_records_the_phi_the_engine_reports(make_cluster: Any) -> None:
+    fake = FakeNode(phi=7.25)  # no rule gives 7.25 for one member: read, not recomputed
+    c, d = await fake_daemon(make_cluster, fake)
+    fake.deliver([envelope(1, ["g"], [b"x"])], sender=0)
+    d._request_pump()
+    await c.stop()
+    log_dir = Path(d.config.logs.dir)
+    recs = [json.loads(x) for x in (log_dir / "delivery.jsonl").read_text().splitlines()]
+    assert [r["phi"] for r in recs if r["type"] == "delivery"] == [7.25]
+
+
+@pytest.mark.parametrize(("rule", "n", "phi"), [("gtoto", 2, 1.5), ("gltoto", 2, 1.5),
+                                                ("stoto", 2, 1.0)])
+async def test_real_daemons_log_the_engines_phi(
+    make_cluster: Any, rule: str, n: int, phi: float
+) -> None:
+    c = await make_cluster(n, protocol={"insecure": True, **STEADY, "rule": rule})
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    raw.send({"t": "send", "id": 1, "groups": ["g"], "payload": b"m"})
+    await deliveries(raw, 1)
+    assert c.daemons[0].phi == c.daemons[0].node.phi == phi
+    raw.writer.close()
+    await c.stop()
+    for d in c.daemons:
+        text = (Path(d.config.logs.dir) / "delivery.jsonl").read_text()
+        recs = [json.loads(x) for x in text.splitlines()]
+        assert {r["phi"] for r in recs if r["type"] == "delivery"} == {phi}
+
+
+async def test_health_turns_false_when_nothing_is_delivered_while_messages_wait(
+    make_cluster: Any,
+) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake, health={"stall_after_s": 5.0})
+    raw = await Raw.open(c.socket(0))
+    assert d.health() == {"ok": True, "problems": []}
+    raw.send({"t": "send", "id": 1, "groups": ["g"], "payloads": [b"a", b"b"]})
+    await raw.sync(2)
+    assert d.health()["ok"]  # pending, but not for long
+    d._clock_offset += 6.0  # six seconds pass (the daemon's clock; no sleeping)
+    health = d.health()
+    assert not health["ok"]
+    assert health["problems"] == [
+        "cannot order: 2 own messages and 0 DAG vertices pending, nothing delivered for 6.0 s"
+    ]
+    raw.send({"t": "status", "id": 3})
+    status = (await raw.until("status"))[-1]
+    assert status["health"]["ok"] is False and status["id"] == 3
+    fake.deliver_submitted()
+    d._request_pump()
+    await raw.sync(4)
+    assert d.health() == {"ok": True, "problems": []}

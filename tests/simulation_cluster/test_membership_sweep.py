@@ -1,0 +1,42 @@
+"""The CI membership sweep: 200 seeds of full Nodes under process and network faults.
+
+Every seed injects at least one membership event (crash, restart, pause, join, leave or
+partition: ``faults.random_plan``), runs one of the four safe ordering rules (lex,
+S-ToTo, G-ToTo, GL-ToTo) over a network losing 0 to 20% of the copies, and checks every
+property of ``amcast.protocols.simulation.checkers`` (virtual synchrony, total and
+causal order within and across views, primary component, nothing lost, liveness). The
+long sweep is ``amcast simulate --preset membership --seeds 10000 --jobs N``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from amcast.protocols.simulation.membership_sweep import (
+    RULES,
+    membership_point,
+    run_membership_sweep,
+)
+
+SEEDS = range(200)
+N_RANGE = (3, 6)
+
+
+def test_the_ci_seeds_cover_every_rule_loss_and_kind_of_fault() -> None:
+    points = [membership_point(seed, n_range=N_RANGE) for seed in SEEDS]
+    assert {p.rule for p in points} == set(RULES)
+    assert min(p.loss for p in points) == 0 and max(p.loss for p in points) == pytest.approx(0.2)
+    assert all(p.plan for p in points)  # at least one membership event per seed
+    kinds = {f.kind for p in points for f in p.plan}
+    assert kinds == {"crash", "restart", "start", "pause", "leave", "partition"}
+    assert sum(1 for p in points for f in p.plan if f.kind == "restart") >= 20
+    shapes = {(len(f.groups), f.one_way) for p in points for f in p.plan if f.kind == "partition"}
+    assert {(1, False), (2, False), (2, True)} <= shapes
+
+
+@pytest.mark.slow
+def test_ci_membership_sweep_200_seeds_every_property_holds() -> None:
+    report = run_membership_sweep(SEEDS, n_range=N_RANGE, messages_per_node=25)
+    assert report["ok"], report["notes"][:10]
+    figures = report["figures"]
+    assert figures["seeds"] == 200 and figures["seeds with a crash-restart"] >= 20
+    assert figures["distinct views"] > 400
