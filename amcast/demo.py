@@ -72,9 +72,13 @@ def check_sequences(reports: list[LoadReport], expected: int) -> list[str]:
             problems.append(f"node {r.node}: delivered {len(ids)} messages, expected {expected}")
         ordered.append([(m[0], m[1]) for m in r.sequence if m[0] is not None])
         causal.append(Counter(m[1] for m in r.sequence if m[0] is None))
-        positions = [m[0] for m in r.sequence if m[0] is not None]
-        if positions != list(range(len(positions))):
-            problems.append(f"node {r.node}: total-order positions are not 0..{len(positions)-1}")
+        per_view: dict[str, list[int]] = {}  # positions restart in every view
+        for position, message_id in ordered[-1]:
+            per_view.setdefault(message_id.split(":", 1)[0], []).append(position)
+        for view, positions in per_view.items():
+            if positions != list(range(len(positions))):
+                problems.append(f"node {r.node}: total-order positions of view {view} are "
+                                f"not 0..{len(positions) - 1}")
     for r, seq, cset in zip(reports[1:], ordered[1:], causal[1:], strict=True):
         if seq != ordered[0]:
             first = next((i for i, (a, b) in enumerate(zip(seq, ordered[0], strict=False))

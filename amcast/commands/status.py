@@ -1,7 +1,11 @@
-"""``amcast status``: a daemon's view, members, clients and queue depths, health, and rates.
+"""``amcast status``: a daemon's view, members, peers, quorum, clients, health and rates.
 
-``--health`` is the one-line probe (exit 0 healthy, 1 unhealthy, 2 unreachable);
-``--json`` prints the whole status reply (health included) with the rates."""
+The text starts with the view (id, primary or not, members), the last view change with
+its cause and age, the quorum, and a peers table (seconds since each was last heard).
+``--health`` is the one-line probe (exit 0 healthy, 1 unhealthy: not in a primary view,
+cannot order, shutting down, or no answer; 2 unreachable); ``--json`` prints the whole
+status reply (``view.id``, ``view.members``, ``view.primary``, ``peers[].last_heard_s``,
+``quorum``, health) with the rates."""
 
 from __future__ import annotations
 
@@ -63,9 +67,53 @@ def health(socket_path: str, timeout: float = 5.0) -> int:
         more = f" (+{len(found) - 1} more: amcast status --json)" if len(found) > 1 else ""
         print(f"unhealthy: node {st.get('node')}: {found[0]}{more}", file=sys.stderr)
         return 1
-    print(f"healthy: node {st['node']} view {st['view']} members {st['members']} "
-          f"position {st['position']}")
+    view = view_of(st)
+    print(f"healthy: node {st.get('node')} view {view['id']} members {view['members']} "
+          f"position {st.get('position')}")
     return 0
+
+
+def view_of(st: dict[str, Any]) -> dict[str, Any]:
+    """The status reply's ``view`` object (a daemon before membership sent bare fields)."""
+    view = st.get("view")
+    if isinstance(view, dict):
+        return view
+    return {"id": view, "members": st.get("members", []), "primary": True, "last_change": {}}
+
+
+def describe_change(change: dict[str, Any], now: float | None) -> str:
+    """``view 7 (3 s ago): joined [3]; excluded [1]`` or ``lost primary view 7: no_quorum``."""
+    if not change:
+        return "none yet"
+    at = change.get("at")
+    age = f" ({now - at:.1f} s ago)" if isinstance(at, int | float) and now is not None else ""
+    if not change.get("primary", True):
+        reach = change.get("reachable")
+        return (f"lost primary view {change.get('view')}{age}: {change.get('reason')}"
+                + (f", reachable {reach}" if reach is not None else ""))
+    parts = [f"{k} {change[k]}" for k in ("joined", "left", "excluded") if change.get(k)]
+    prev = change.get("previous")
+    return (f"view {change.get('view')}{age} after view {prev}: "
+            + ("; ".join(parts) or "same members"))
+
+
+def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """Header lines and the peers table of the text output."""
+    view = view_of(st)
+    primary = "primary" if view.get("primary") else "NOT PRIMARY (nothing ordered is delivered)"
+    lines = [f"view {view['id']} {primary}, members {view['members']}",
+             f"last view change: {describe_change(view.get('last_change') or {}, st.get('now'))}"]
+    q = st.get("quorum") or {}
+    if q:
+        lines.append(f"quorum: {q.get('reachable')} of {q.get('listed')} listed nodes "
+                     f"reachable, {q.get('needed')} needed")
+    rows = [[p["node"], p.get("incarnation"), "yes" if p.get("in_view") else "no",
+             "yes" if p.get("alive") else "SUSPECTED",
+             "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]
+            for p in st.get("peers") or []]
+    table = {"title": "peers", "columns": ["node", "incarnation", "in view", "alive",
+                                            "last heard (s ago)"], "rows": rows}
+    return lines, table
 
 
 def rates(a: dict, b: dict) -> dict[str, float]:
@@ -90,10 +138,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**last, "rates": figures}))
         return 0
     c = last["counters"]
+    header, peers = membership_report(last)
     print_report({
-        "title": f"amcastd node {last['node']}: view {last['view']} members {last['members']} "
-                 f"({last['variant']}), up {last['uptime_s']:.0f} s",
-        "tables": [{
+        "title": "\n".join([f"amcastd node {last['node']} ({last['variant']}), "
+                             f"up {last['uptime_s']:.0f} s", *header]),
+        "tables": [*([peers] if peers["rows"] else []), {
             "title": "clients",
             "columns": ["client", "name", "groups", "queued bytes", "paused"],
             "rows": [[x["client"], x["name"], ",".join(x["groups"]), x["queued_bytes"],

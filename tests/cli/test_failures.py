@@ -37,7 +37,7 @@ def test_send_wait_prints_positions(sock: str) -> None:
     with FakeDaemon(sock):
         r = amcast("send", "-s", sock, "-g", "g", "--wait", "a", "b")
     assert r.code == 0, r.err
-    assert r.out.splitlines() == ["0\t0:0:0\tagreed\ta", "1\t0:0:1\tagreed\tb"]
+    assert r.out.splitlines() == ["0\t0:0:0:0\tagreed\ta", "1\t0:0:0:1\tagreed\tb"]
 
 
 def test_refused_lines_are_named_and_exit_1(sock: str) -> None:
