@@ -622,8 +622,9 @@ class Daemon:
         elif kind is OrderGap:
             if self.dlog is not None:
                 self.dlog.gap(view=ev.view, after=ev.after, ts=self.now())
-            self.api.broadcast({"t": "gap", "view": ev.view,
-                                "after": None if ev.after is None else list(ev.after)})
+            self.last_gap = {"t": "gap", "view": ev.view,
+                             "after": None if ev.after is None else list(ev.after)}
+            self.api.broadcast(self.last_gap)
             log.info("order gap", node=self.node_id, view=ev.view, after=ev.after)
         elif kind is MemberSuspected:
             log.warning("member suspected", node=self.node_id, member=ev.node, view=ev.view,
@@ -672,9 +673,12 @@ class Daemon:
         log.warning("multicast send failed", node=self.node_id, reason=reason, hint=hint)
 
     # ---- status, health, metrics, snapshots -----------------------------------------
+    last_gap: dict[str, Any] | None = None  # the last gap frame sent, for welcome
+
     def welcome(self) -> dict[str, Any]:
         lim = self.limits
         return {"node": self.node_id, "view": self.view_id, "members": self.members,
+                "primary": self.primary, "gap": self.last_gap,
                 "max_frame_bytes": lim.max_frame_bytes,
                 "max_message_bytes": lim.max_message_bytes}
 

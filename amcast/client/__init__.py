@@ -12,6 +12,10 @@ sockets) speak the same protocol through one sans-IO ``Session``:
 - unconfirmed bytes are bounded (``max_unconfirmed_bytes``, default 8 MiB): past it the
   asyncio ``send()`` raises ``WouldBlock`` (``await drain()``, or ``send_wait``) and the
   blocking one waits; every wait has a timeout (``ClientTimeout``);
+- events (``next_event()``), in the daemon's frame order: ``DeliveredBatch`` (deliveries),
+  ``ViewChange`` (primary view installed, or lost with a reason), ``OrderGap`` (a
+  rejoined daemon missed part of the total order), ``Undelivered`` (own messages the
+  primary component did not deliver); ``view`` and ``gap`` keep the last of each;
 - when the connection ends, ``ConnectionClosed`` lists the messages not sent and those of
   unknown outcome.
 
@@ -36,7 +40,14 @@ from amcast.client.errors import (
     Unreachable,
     WouldBlock,
 )
-from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.records import (
+    DeliveredBatch,
+    Delivery,
+    Event,
+    OrderGap,
+    Undelivered,
+    ViewChange,
+)
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import SERVICES
 
@@ -56,7 +67,9 @@ __all__ = [
     "Event",
     "MessageBatch",
     "MessagesRefused",
+    "OrderGap",
     "Refusal",
+    "Undelivered",
     "Unreachable",
     "ViewChange",
     "WouldBlock",

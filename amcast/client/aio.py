@@ -16,8 +16,9 @@ so a sender is held back at that bound instead of filling memory. Every wait (``
 ``sync``, ``send_wait``, requests, ``close``) has a timeout (the client's ``timeout``
 unless given; ``math.inf`` waits for ever) and raises ``ClientTimeout``.
 
-Incoming frames: ``deliver`` and ``view`` become ``DeliveredBatch``/``ViewChange`` events
-in a bounded queue, read with ``await next_event()`` or the ``events()``/``batches()``/
+Incoming frames: ``deliver``, ``view``, ``gap`` and ``undelivered`` errors become
+``DeliveredBatch``/``ViewChange``/``OrderGap``/``Undelivered`` events, in the daemon's
+frame order, in a bounded queue, read with ``await next_event()`` or the ``events()``/``batches()``/
 ``deliveries()`` iterators; when the application does not read, the client stops reading
 the socket (the daemon's slow-reader policy then applies). Replies resolve their
 request by id. Refusals are raised (``MessagesRefused``, once) by the next ``send``,
@@ -38,7 +39,7 @@ from typing import Any, cast
 
 from amcast import socket_protocol as sp
 from amcast.client.errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
-from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.records import DeliveredBatch, Delivery, Event, OrderGap, ViewChange
 from amcast.client.session import PAYLOAD_OVERHEAD, Reply, Session
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import FrameDecoder, FrameError
@@ -149,7 +150,14 @@ class Client:
 
     @property
     def view(self) -> ViewChange | None:
+        """The last view (from ``welcome`` or a ``view`` frame)."""
         return self._session.view
+
+    @property
+    def gap(self) -> OrderGap | None:
+        """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
+        rejoined before this client connected); None when there was none."""
+        return self._session.gap
 
     @property
     def errors(self) -> deque[ClientError]:
@@ -415,7 +423,9 @@ class Client:
 
     # ---- deliveries --------------------------------------------------------------------
     async def next_event(self, timeout: float | None = None) -> Event:
-        """The next delivery batch or view change; ``timeout`` None waits for ever."""
+        """The next event (delivery batch, view change, order gap, undelivered report), in
+        the daemon's frame order; ``timeout`` None waits for ever. After the end, the
+        events already received, then ``ConnectionClosed``."""
         while not self._events:
             if self._session.closed is not None:
                 raise self._session.closed_error()

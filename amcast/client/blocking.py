@@ -38,8 +38,8 @@ from amcast.client.aio import (
     DEFAULT_TIMEOUT,
     connect_error,
 )
-from amcast.client.errors import ClientTimeout
-from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.errors import ClientTimeout, ConnectionClosed
+from amcast.client.records import DeliveredBatch, Delivery, Event, OrderGap, ViewChange
 from amcast.client.session import Reply, Session, _Frame
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import FrameDecoder, FrameError
@@ -97,7 +97,14 @@ class BlockingClient:
 
     @property
     def view(self) -> ViewChange | None:
+        """The last view (from ``welcome`` or a ``view`` frame)."""
         return self._session.view
+
+    @property
+    def gap(self) -> OrderGap | None:
+        """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
+        rejoined before this client connected); None when there was none."""
+        return self._session.gap
 
     @property
     def errors(self) -> deque[ClientError]:
@@ -332,13 +339,18 @@ class BlockingClient:
         return None
 
     def next_event(self, timeout: float | None = 10.0) -> Event:
-        """Flush, then the next delivery batch or view; ``ClientTimeout`` after
+        """Flush, then the next event (delivery batch, view change, order gap, undelivered
+        report, in the daemon's frame order); ``ClientTimeout`` after
         ``timeout`` seconds without one (None waits for ever)."""
         self._flush()
         if not self._inbox:
             deadline = None if timeout is None else time.monotonic() + timeout
-            self._io(b"", [], lambda: bool(self._inbox), deadline,
-                     lambda: f"no delivery within {timeout} s")
+            try:
+                self._io(b"", [], lambda: bool(self._inbox), deadline,
+                         lambda: f"no delivery within {timeout} s")
+            except ConnectionClosed:
+                if not self._inbox:  # events read with the end come before it
+                    raise
         return self._pop()
 
     def deliveries(self, timeout: float | None = 10.0) -> Iterator[Delivery]:

@@ -1,10 +1,12 @@
-"""What a client receives: ``DeliveredBatch`` (one ``deliver`` frame), ``Delivery`` (one
-message of it, built lazily when the batch is iterated) and ``ViewChange``."""
+"""What a client receives, in the daemon's frame order: ``DeliveredBatch`` (one
+``deliver`` frame), ``Delivery`` (one message of it, built lazily when the batch is
+iterated), ``ViewChange`` (a ``view`` frame), ``OrderGap`` (a ``gap`` frame) and
+``Undelivered`` (an ``undelivered`` error about this client's own messages)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -52,11 +54,53 @@ class DeliveredBatch:
 
 @dataclass(frozen=True, slots=True)
 class ViewChange:
+    """A ``view`` frame. ``primary``: the daemon is in the primary view ``view`` of
+    ``members`` (which ``joined``, ``left`` gracefully or were ``excluded`` since view
+    ``previous``) and delivers; not ``primary``: it lost its primary view (``reason``:
+    ``no_quorum``, ``excluded``, ``paused``, ``left``), ``members`` are the nodes it still
+    hears, and it delivers nothing ordered until a later primary view."""
+
     view: int
     members: list[int]
+    primary: bool = True
+    joined: list[int] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+    excluded: list[int] = field(default_factory=list)
+    previous: int | None = None
+    reason: str | None = None
 
 
-Event = DeliveredBatch | ViewChange
+@dataclass(frozen=True, slots=True)
+class OrderGap:
+    """A ``gap`` frame: this daemon (rejoining) did not deliver the total order after
+    ``after`` (view id, position of the last ordered message it delivered; None: nothing
+    it remembers) up to the start of view ``view``. It comes before that view's first
+    delivery: the application may transfer state from another member."""
+
+    view: int
+    after: tuple[int, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Undelivered:
+    """An ``undelivered`` error: this client's messages ``messages`` (numbers, see
+    ``amcast.client.errors``) were accepted but the primary component did not deliver
+    them (or the daemon stopped first); they are not sent again and other members may or
+    may not deliver them. A later ``ConnectionClosed`` also counts them as unknown."""
+
+    messages: range
+    detail: str = ""
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def first(self) -> int:
+        return self.messages.start
+
+
+Event = DeliveredBatch | ViewChange | OrderGap | Undelivered
 
 
 def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:
@@ -64,3 +108,24 @@ def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:
         frame["sender"], frame["seq"], frame["service"], frame["position"], frame["view"],
         frame["send_ts"], frame["batches"],
     )
+
+
+def _ints(value: Any) -> list[int]:
+    return [int(x) for x in value] if isinstance(value, list | tuple) else []
+
+
+def view_from_frame(frame: dict[str, Any]) -> ViewChange:
+    """A ``view`` frame (or a ``welcome``: its ``view``, ``members`` and ``primary``)."""
+    previous = frame.get("previous")
+    reason = frame.get("reason")
+    return ViewChange(
+        int(frame.get("view", 0)), _ints(frame.get("members")), bool(frame.get("primary", True)),
+        _ints(frame.get("joined")), _ints(frame.get("left")), _ints(frame.get("excluded")),
+        previous if type(previous) is int else None, reason if isinstance(reason, str) else None,
+    )
+
+
+def gap_from_frame(frame: dict[str, Any]) -> OrderGap:
+    after = frame.get("after")
+    pair = (int(after[0]), int(after[1])) if isinstance(after, list | tuple) else None
+    return OrderGap(int(frame["view"]), pair)

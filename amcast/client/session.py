@@ -24,9 +24,16 @@ Refusals. An error frame carrying a send frame's id refuses that frame whole: it
 the in-flight list and becomes a ``Refusal``, raised once by ``check()`` (the clients call
 it from ``send``, ``flush``, ``drain``, ``sync`` and ``close``). ``undelivered`` (a
 stopping daemon had accepted messages ``id + first ..`` of the frame but did not deliver
-them) is kept for the ``ConnectionClosed`` that follows. Its end is the next frame's first
-message, from a history of frame starts (8 bytes a frame, at most ``2 * HISTORY`` kept;
-for an older frame the end given is the oldest start still known, a conservative range).
+them; or, with ``count``, the primary component did not deliver ``count`` messages from
+``id + first`` of a view this daemon was excluded from) becomes an ``Undelivered`` event and
+is kept for the ``ConnectionClosed`` that follows. Without ``count`` its end is the next
+frame's first message, from a history of frame starts (8 bytes a frame, at most
+``2 * HISTORY`` kept; for an older frame the end given is the oldest start still known, a
+conservative range).
+
+Views and gaps. ``view`` frames become ``ViewChange`` events and ``gap`` frames
+``OrderGap`` events, in frame order with the deliveries; ``view`` and ``gap`` keep the
+last of each (``welcome`` sets both: its ``view``, ``members``, ``primary`` and ``gap``).
 
 A daemon that predates ``sync`` (same protocol version) answers it with the error
 ``unknown_type`` carrying the sync's id, after handling every earlier frame in order:
@@ -49,7 +56,15 @@ from amcast.client.errors import (
     Refusal,
     WouldBlock,
 )
-from amcast.client.records import Event, ViewChange, batch_from_frame
+from amcast.client.records import (
+    Event,
+    OrderGap,
+    Undelivered,
+    ViewChange,
+    batch_from_frame,
+    gap_from_frame,
+    view_from_frame,
+)
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import DEFAULT_MAX_FRAME_BYTES, SERVICES, encode_frame
 
@@ -138,6 +153,7 @@ class Session:
         self.max_message_bytes = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD
         self.welcome: dict[str, Any] | None = None
         self.view: ViewChange | None = None
+        self.gap: OrderGap | None = None  # the last gap (from a gap frame or welcome)
         self.errors: deque[ClientError] = deque(maxlen=MAX_ERRORS)
         self.next_seq = 0  # the number the next message gets
         self.written_seq = 0  # messages < written_seq were handed to the socket
@@ -279,13 +295,17 @@ class Session:
 
     # ---- incoming frames --------------------------------------------------------------
     def on_frame(self, frame: dict[str, Any]) -> Event | Reply | None:
-        """Handle one frame; returns a delivery/view event, a request's reply, or None."""
+        """Handle one frame; returns an event (delivery, view, gap, undelivered), a
+        request's reply, or None."""
         kind = frame.get("t")
         if kind == "deliver":
             return batch_from_frame(frame)
         if kind == "view":
-            self.view = ViewChange(frame["view"], frame["members"])
+            self.view = view_from_frame(frame)
             return self.view
+        if kind == "gap":
+            self.gap = gap_from_frame(frame)
+            return self.gap
         rid = frame.get("id")
         if type(rid) is not int:
             rid = None
@@ -306,7 +326,10 @@ class Session:
         self.welcome = frame
         self.max_frame_bytes = int(frame.get("max_frame_bytes", self.max_frame_bytes))
         self.max_message_bytes = int(frame.get("max_message_bytes", self.max_message_bytes))
-        self.view = ViewChange(frame.get("view", 0), frame.get("members", []))
+        self.view = view_from_frame(frame)
+        gap = frame.get("gap")
+        if isinstance(gap, dict) and "view" in gap:
+            self.gap = gap_from_frame(gap)
 
     def _on_synced(self, rid: int) -> None:
         syncs = self._syncs
@@ -323,7 +346,8 @@ class Session:
         if covered > self.synced_seq:
             self.synced_seq = covered
 
-    def _on_error(self, frame: dict[str, Any], rid: int | None) -> Reply | None:
+    def _on_error(self, frame: dict[str, Any],
+                  rid: int | None) -> Reply | Undelivered | None:
         code = str(frame.get("code", "error"))
         detail = str(frame.get("detail", ""))
         if frame.get("fatal"):
@@ -333,30 +357,37 @@ class Session:
             self.errors.append(ClientError(code, detail))
             return None
         if rid >= 0:
-            self._on_send_error(rid, code, detail, frame)
-            return None
+            return self._on_send_error(rid, code, detail, frame)
         if code == "unknown_type" and any(r == rid for r, _ in self._syncs):
             self._on_synced(rid)  # a daemon without sync: see the module docstring
             return None
         return Reply(rid, None, ClientError(code, detail))
 
-    def _on_send_error(self, rid: int, code: str, detail: str, frame: dict[str, Any]) -> None:
+    def _on_send_error(self, rid: int, code: str, detail: str,
+                       frame: dict[str, Any]) -> Undelivered | None:
         if code == "undelivered":
             first = frame.get("first", 0)
             first = first if type(first) is int and first >= 0 else 0
-            i = bisect_right(self._starts, rid)
-            end = self._starts[i] if i < len(self._starts) else self.written_seq
-            if rid + first < end:
-                self.undelivered.append(range(rid + first, end))
-            return
+            count = frame.get("count")
+            if type(count) is int and count >= 0:
+                end = rid + first + count
+            else:
+                i = bisect_right(self._starts, rid)
+                end = self._starts[i] if i < len(self._starts) else self.written_seq
+            if rid + first >= end:
+                return None
+            messages = range(rid + first, end)
+            self.undelivered.append(messages)
+            return Undelivered(messages, detail)
         for f in self._inflight:
             if f.first == rid:
                 self._inflight.remove(f)
                 self.inflight_bytes -= f.nbytes
                 self.refused.append(Refusal(code, detail, f.batch()))
                 self.alarm = True
-                return
+                return None
         self.errors.append(ClientError(code, f"{detail} (send frame {rid})"))
+        return None
 
     # ---- the end, and what the application must hear ---------------------------------
     def fail(self, code: str, detail: str) -> None:

@@ -1,22 +1,77 @@
-"""``amcast listen``: join groups and print every delivered message, in delivery order."""
+"""``amcast listen``: join groups and print every delivered message, in delivery order.
+
+Between deliveries it prints one ``#`` line per view change (id, primary or not, members,
+who joined/left/was excluded, or why the primary view was lost), per order gap (the
+daemon rejoined and missed part of the total order) and per undelivered report. With
+``--json`` every line is one JSON object whose ``event`` key is ``deliver``, ``view``,
+``gap`` or ``undelivered``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from amcast.client import BlockingClient, DeliveredBatch
+from amcast.client import BlockingClient, DeliveredBatch, Event, OrderGap, Undelivered, ViewChange
 from amcast.commands._common import add_socket_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("listen", help="print deliveries of groups", description=__doc__)
+    p = subparsers.add_parser("listen", help="print deliveries of groups", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     add_socket_argument(p)
     p.add_argument("--group", "-g", action="append", required=True, help="group to join")
     p.add_argument("--count", "-n", type=int, help="exit after this many messages")
     p.add_argument("--timeout", type=float, help="exit after this many idle seconds")
-    p.add_argument("--json", action="store_true", help="one JSON object per message")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line, with an event key")
     p.set_defaults(func=run)
+
+
+def _nodes(nodes: list[int]) -> str:
+    return ",".join(map(str, nodes)) if nodes else "-"
+
+
+def event_text(item: ViewChange | OrderGap | Undelivered) -> str:
+    """The ``#`` line of a view change, an order gap or an undelivered report."""
+    if isinstance(item, ViewChange):
+        if item.primary:
+            prev = "" if item.previous is None else f" previous {item.previous}"
+            return (f"# view {item.view} primary members {_nodes(item.members)}{prev} "
+                    f"joined {_nodes(item.joined)} left {_nodes(item.left)} "
+                    f"excluded {_nodes(item.excluded)}")
+        return (f"# view {item.view} not primary ({item.reason or 'unknown'}) "
+                f"reachable {_nodes(item.members)}")
+    if isinstance(item, OrderGap):
+        since = ("nothing remembered" if item.after is None
+                 else f"view {item.after[0]} position {item.after[1]}")
+        return f"# gap before view {item.view}: missed the total order after {since}"
+    last = item.messages.stop - 1
+    return (f"# undelivered {item.count} message(s) {item.first}..{last}: "
+            f"{item.detail or 'not delivered by the primary component'}")
+
+
+def event_json(item: ViewChange | OrderGap | Undelivered) -> dict[str, Any]:
+    """The JSON object of a view change, an order gap or an undelivered report."""
+    if isinstance(item, ViewChange):
+        out: dict[str, Any] = {"event": "view", "view": item.view, "members": item.members,
+                               "primary": item.primary}
+        if item.primary:
+            out.update(previous=item.previous, joined=item.joined, left=item.left,
+                       excluded=item.excluded)
+        else:
+            out["reason"] = item.reason
+        return out
+    if isinstance(item, OrderGap):
+        return {"event": "gap", "view": item.view,
+                "after": None if item.after is None else list(item.after)}
+    return {"event": "undelivered", "first": item.first, "count": item.count,
+            "detail": item.detail}
+
+
+def _other(item: Event, as_json: bool) -> None:
+    assert not isinstance(item, DeliveredBatch)
+    print(json.dumps(event_json(item)) if as_json else event_text(item), flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,15 +84,16 @@ def run(args: argparse.Namespace) -> int:
             except TimeoutError:
                 break
             if not isinstance(item, DeliveredBatch):
-                print(f"# view {item.view} members {item.members}", flush=True)
+                _other(item, args.json)
                 continue
             for d in item:
                 text = d.payload.decode(errors="replace")
                 if args.json:
-                    print(json.dumps({"position": d.position, "id": d.message_id,
-                                      "sender": d.sender, "client": d.client,
-                                      "groups": list(d.groups), "service": d.service,
-                                      "view": d.view, "payload": text}), flush=True)
+                    print(json.dumps({"event": "deliver", "position": d.position,
+                                      "id": d.message_id, "sender": d.sender,
+                                      "client": d.client, "groups": list(d.groups),
+                                      "service": d.service, "view": d.view,
+                                      "payload": text}), flush=True)
                 else:
                     pos = "-" if d.position is None else d.position
                     print(f"{pos}\t{d.sender}/{d.client}\t{d.service}\t{','.join(d.groups)}\t"

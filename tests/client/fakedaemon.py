@@ -8,7 +8,11 @@ back when ``echo`` is on. ``stall()`` stops reading every connection (a cluster 
 window is full), ``old_daemon`` answers ``sync`` like a daemon that predates it
 (``unknown_type``), ``stall_after_hello`` stops reading a connection right after its ``welcome``,
 ``stop(undelivered_from=...)`` says ``undelivered`` then the fatal
-``shutting_down``, ``kill()`` drops every connection without a word.
+``shutting_down``, ``kill()`` drops every connection without a word. Membership:
+``welcome_extra`` adds fields to ``welcome`` (``primary``, ``gap``), ``emit(frame)`` writes
+a frame (``view``, ``gap``) to every connection in order with the deliveries,
+``in_doubt(id, first, count)`` reports a send frame's messages ``undelivered`` with a
+``count``, and ``on_join(conn)`` runs after each ``join`` reply.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class _Conn(asyncio.Protocol):
         if kind == "hello":
             self.write({"t": "welcome", "v": 1, "node": 0, "client": self.client_id,
                         "view": 0, "members": [0], "max_frame_bytes": fake.max_frame_bytes,
-                        "max_message_bytes": fake.max_message_bytes})
+                        "max_message_bytes": fake.max_message_bytes, **fake.welcome_extra})
             if fake.stall_after_hello and self.transport is not None:
                 self.transport.pause_reading()
         elif kind in ("join", "leave"):
@@ -74,6 +78,8 @@ class _Conn(asyncio.Protocol):
             self.write({"t": "groups", "groups": sorted(self.groups), **ref})
             if kind == "join":
                 fake.joined.set()
+                if fake.on_join is not None:
+                    fake.on_join(self)
         elif kind == "status":
             self.write({"t": "status", "node": 0, "view": 0, "members": [0], "position": 0,
                         **({"health": fake.health} if fake.health is not None else {}),
@@ -102,7 +108,9 @@ class FakeDaemon:
     def __init__(self, path: Path | str, *, echo: bool = True, old_daemon: bool = False,
                  refuse: Callable[[dict[str, Any]], str | None] | None = None,
                  max_message_bytes: int = 65536, max_frame_bytes: int = 1 << 20,
-                 health: dict[str, Any] | None = None, stall_after_hello: bool = False) -> None:
+                 health: dict[str, Any] | None = None, stall_after_hello: bool = False,
+                 welcome_extra: dict[str, Any] | None = None,
+                 on_join: Callable[[_Conn], None] | None = None) -> None:
         self.path = str(path)
         self.echo = echo
         self.old_daemon = old_daemon
@@ -111,6 +119,8 @@ class FakeDaemon:
         self.max_frame_bytes = max_frame_bytes
         self.health = health
         self.stall_after_hello = stall_after_hello
+        self.welcome_extra = welcome_extra or {}
+        self.on_join = on_join
         self.stalled = False
         self.conns: list[_Conn] = []
         self.received: list[dict[str, Any]] = []
@@ -151,6 +161,10 @@ class FakeDaemon:
 
         fut: concurrent.futures.Future[Any] = asyncio.run_coroutine_threadsafe(run(), self._loop)
         return fut.result(10)
+
+    def deliver(self, sender: _Conn, groups: list[str], payloads: list[bytes]) -> None:
+        """Deliver messages as if ``sender`` had sent them (call in the fake's loop)."""
+        self._deliver(sender, {"groups": groups, "payloads": payloads})
 
     def _deliver(self, sender: _Conn, f: dict[str, Any]) -> None:
         groups = f["groups"] if isinstance(f["groups"], list) else [f["groups"]]
@@ -209,6 +223,16 @@ class FakeDaemon:
                 if c.transport is not None:
                     c.transport.close()
         self.call(go)
+
+    def emit(self, frame: dict[str, Any]) -> None:
+        """Write ``frame`` to every connection (after what was written before)."""
+        self.call(lambda: [c.write(frame) for c in self.conns])
+
+    def in_doubt(self, rid: int, first: int, count: int) -> None:
+        """``undelivered`` with ``count``, as for messages of a view this daemon was
+        excluded from: messages ``rid + first`` .. ``+ count`` of send frame ``rid``."""
+        self.emit({"t": "error", "code": "undelivered", "fatal": False, "id": rid,
+                   "first": first, "count": count, "detail": "excluded"})
 
     def clients(self) -> int:
         return int(self.call(lambda: len(self.conns)))

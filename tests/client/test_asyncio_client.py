@@ -13,7 +13,10 @@ from amcast.client import (
     ClientTimeout,
     ConnectionClosed,
     MessagesRefused,
+    OrderGap,
+    Undelivered,
     Unreachable,
+    ViewChange,
     WouldBlock,
 )
 from tests.client.fakedaemon import FakeDaemon
@@ -158,6 +161,7 @@ async def test_a_stopping_daemon_reports_undelivered_messages_as_unknown(sock: s
             c.send(b"%d" % k, "b")
         assert await c.sync() == 10
         fake.stop(undelivered_from=7)
+        assert await c.next_event(10) == Undelivered(range(7, 10), "stopped")
         with pytest.raises(ConnectionClosed) as info:
             await c.next_event(10)
         assert info.value.code == "shutting_down"
@@ -215,7 +219,7 @@ async def test_deliveries_and_views_reach_the_application(sock: str) -> None:
         c.send(b"hello", "g")
         got = [d async for d in _take(c, 1)]
         assert got[0].payload == b"hello" and got[0].client == c.client_id
-        assert got[0].message_id == "0:0:0" and got[0].position == 0
+        assert got[0].message_id == "0:0:0:0" and got[0].position == 0
         assert fake.clients() == 1
         await c.close()
 
@@ -227,3 +231,50 @@ async def _take(c: Client, n: int) -> AsyncIterator[Any]:
         k += 1
         if k == n:
             return
+
+
+GAP = {"t": "gap", "view": 3, "after": [2, 41]}
+LOST = {"t": "view", "view": 2, "members": [0], "primary": False, "reason": "no_quorum"}
+INSTALLED = {"t": "view", "view": 3, "members": [0, 2], "primary": True, "joined": [2],
+             "left": [], "excluded": [1], "previous": 2}
+
+
+async def test_views_gaps_and_undelivered_come_in_frame_order(sock: str) -> None:
+    with FakeDaemon(sock, welcome_extra={"primary": False, "gap": GAP}) as fake:
+        c = await Client.connect(sock)
+        assert c.gap == OrderGap(3, (2, 41))  # a gap before we connected, from welcome
+        assert c.view == ViewChange(0, [0], primary=False)
+        await c.join("g")
+        fake.emit(LOST)
+        fake.emit({**GAP, "view": 4, "after": None})
+        fake.emit({**INSTALLED, "view": 4})
+        c.send(b"m0", "g")
+        c.send(b"m1", "g")
+        await c.sync()
+        fake.in_doubt(0, 1, 1)  # message 1 of send frame 0 was not delivered
+        events = [await c.next_event(10) for _ in range(5)]
+        assert events[:3] == [
+            ViewChange(2, [0], primary=False, reason="no_quorum"),
+            OrderGap(4, None),
+            ViewChange(4, [0, 2], True, [2], [], [1], 2),
+        ]
+        batch = events[3]
+        assert [d.message_id for d in batch] == ["0:0:0:0", "0:0:0:1"]  # type: ignore[union-attr]
+        assert events[4] == Undelivered(range(1, 2), "excluded")
+        assert (events[4].count, events[4].first) == (1, 1)  # type: ignore[union-attr]
+        assert c.view == events[2] and c.gap == OrderGap(4, None)
+        fake.stop()
+        with pytest.raises(ConnectionClosed) as info:
+            await c.next_event(10)
+        assert info.value.unknown == [range(1, 2)]  # still counted as unknown at the end
+        c.abort()
+
+
+async def test_old_view_frames_and_welcome_parse_with_defaults(sock: str) -> None:
+    with FakeDaemon(sock) as fake:
+        c = await Client.connect(sock)
+        assert c.gap is None and c.view == ViewChange(0, [0])
+        fake.emit({"t": "view", "view": 5, "members": [0, 1]})
+        ev = await c.next_event(10)
+        assert ev == ViewChange(5, [0, 1], True, [], [], [], None, None)
+        await c.close()

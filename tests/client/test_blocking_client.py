@@ -14,7 +14,10 @@ from amcast.client import (
     ConnectionClosed,
     DeliveredBatch,
     MessagesRefused,
+    OrderGap,
+    Undelivered,
     Unreachable,
+    ViewChange,
 )
 from tests.client.fakedaemon import FakeDaemon
 
@@ -108,6 +111,7 @@ def test_a_stopping_daemon_reports_undelivered(sock: str) -> None:
             c.send(b"%d" % k, "g")
         c.sync()
         fake.stop(undelivered_from=3)
+        assert c.next_event(10) == Undelivered(range(3, 5), "stopped")
         with pytest.raises(ConnectionClosed) as info:
             c.next_event(10)
         assert info.value.code == "shutting_down" and info.value.unknown == [range(3, 5)]
@@ -118,3 +122,27 @@ def test_a_stopping_daemon_reports_undelivered(sock: str) -> None:
 def test_no_daemon_is_unreachable(sock: str) -> None:
     with pytest.raises(Unreachable, match="no amcastd listening"):
         BlockingClient(sock)
+
+
+def test_views_gaps_and_undelivered_come_in_frame_order(sock: str) -> None:
+    gap = {"t": "gap", "view": 7, "after": [6, 3]}
+    with FakeDaemon(sock, welcome_extra={"primary": True, "gap": gap}) as fake, \
+            BlockingClient(sock) as c:
+        assert c.gap == OrderGap(7, (6, 3)) and c.view == ViewChange(0, [0])
+        c.join("g")
+        fake.emit({"t": "view", "view": 7, "members": [0, 1], "primary": False,
+                   "reason": "excluded"})
+        fake.emit({"t": "gap", "view": 8, "after": [7, 0]})
+        c.send(b"x", "g")
+        c.sync()
+        fake.in_doubt(0, 0, 1)
+        fake.emit({"t": "view", "view": 8, "members": [0, 1], "primary": True,
+                   "joined": [], "left": [1], "excluded": [], "previous": 7})
+        events = [c.next_event(10) for _ in range(5)]
+        assert events[0] == ViewChange(7, [0, 1], primary=False, reason="excluded")
+        assert events[1] == OrderGap(8, (7, 0))
+        assert isinstance(events[2], DeliveredBatch)
+        assert events[3] == Undelivered(range(0, 1), "excluded")
+        assert events[4] == ViewChange(8, [0, 1], True, [], [1], [], 7)
+        assert c.gap == OrderGap(8, (7, 0)) and c.view == events[4]
+        assert c.poll_event() is None
