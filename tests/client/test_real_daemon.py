@@ -133,12 +133,15 @@ def _primary(ev: Event) -> bool:
     return isinstance(ev, ViewChange) and ev.primary
 
 
-def test_a_restarted_daemon_reports_the_gap_before_its_first_delivery(short_dir: Path) -> None:
+def test_views_name_who_was_excluded_joined_and_left_and_a_restart_reports_its_gap(
+    short_dir: Path,
+) -> None:
     """kill -9 one daemon of three: the survivors' clients see a view that names it
     excluded; messages are delivered without it; restarted with the same config and state
     directory, its new client learns of the gap in the total order (an ``OrderGap`` event,
     or ``welcome`` when it rejoined before the client connected) before its first
-    delivery, which is in the gap's view; the survivors see it joined."""
+    delivery, which is in the gap's view; the survivors see it joined. Then one daemon
+    stops gracefully: its client sees it leave, the others' a view naming it left."""
     cluster = LocalCluster(3, short_dir / "c3", protocol={"insecure": True}, metrics=False)
     cluster.start()
     try:
@@ -195,7 +198,19 @@ def test_a_restarted_daemon_reports_the_gap_before_its_first_delivery(short_dir:
         late = BlockingClient(cluster.sockets[2], timeout=10)  # connects after the gap
         assert late.gap == gap and late.view is not None and late.view.primary
         assert late.view.view == rejoined.view
-        for c in (observer, back, late):
+        for c in (back, late):
             c.close()
+        leaver = BlockingClient(cluster.sockets[1], timeout=10)
+        cluster.terminate(1)  # a graceful stop: it leaves the view
+        seen = []
+        with pytest.raises(ConnectionClosed) as info:
+            while len(seen) < 100:
+                seen.append(leaver.next_event(max(0.1, deadline - time.monotonic())))
+        assert info.value.code == "shutting_down"
+        assert any(isinstance(e, ViewChange) and e.reason == "left" for e in seen), seen
+        seen = _until(observer, lambda e: _primary(e) and 1 not in e.members,  # type: ignore[union-attr]
+                      deadline, "a primary view without node 1")
+        assert cast(ViewChange, seen[-1]).left == [1] and seen[-1].excluded == []  # type: ignore[union-attr]
+        observer.close()
     finally:
         cluster.stop()
