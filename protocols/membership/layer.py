@@ -131,6 +131,8 @@ class MembershipLayer:
         self.view: ViewRecord | None = None
         self.session: ViewSession | None = None
         self.abandoned = False
+        self.installed_at = -math.inf
+        """When the current view was installed here (stale JOINs are judged by it)."""
         self.promised_at: float | None = None
         """When this member froze its view for a ballot (``None``: not frozen)."""
         self.promised_here = durable.promised.__class__(0, 0)
@@ -366,13 +368,16 @@ class MembershipLayer:
         peer.settings = msg.settings
         peer.known_view_id = msg.known_view_id
         member = self.view.member(sender) if self.view is not None else None
+        # A JOIN that a member of our view sent before it learned of the view is stale,
+        # not a sign that it left the view again: it gets the view's history (below) and
+        # no view change. One that keeps coming after a suspicion timeout is a member
+        # that missed the view (and gave it up): it is taken in again.
         stale = (member is not None and member.incarnation == incarnation
-                 and self.view is not None and msg.known_view_id < self.view.view_id)
+                 and self.view is not None and msg.known_view_id < self.view.view_id
+                 and now - self.installed_at < self.cfg.suspect_timeout)
         if msg.leaving:
             peer.leaving = True
         elif peer.joining_since == math.inf and not stale:
-            # (a JOIN a member of our view sent before it learned of the view is stale,
-            # not a sign that it left the view again)
             peer.joining_since = now
         diffs = self.settings.differences(msg.settings)
         if diffs:
@@ -390,8 +395,9 @@ class MembershipLayer:
         entry = self.history.get(known)
         if entry is None or now < peer.last_history_reply + self.cfg.membership_retry * 4:
             return
-        if self.coordinator(self.alive_members(now), now) != self.node_id:
-            return  # the coordinator answers
+        alive = {n: m for n, m in self.alive_members(now).items() if n != sender}
+        if not alive or self.coordinator(alive, now) != self.node_id:
+            return  # the coordinator answers (not the asking node, if it would be one)
         peer.last_history_reply = now
         self._send(Install(entry[0], entry[1]))
 
@@ -462,6 +468,9 @@ class MembershipLayer:
                    and self.session.view_id == proposal.prev.view_id)
         if closing:
             assert self.session is not None
+            if self.session.reliable.exceeds(dict(proposal.cut)):
+                self._accepted(ballot, proposal)  # a vote; we will not install it (above)
+                return
             self.session.close_at(dict(proposal.cut), now)
             self.accept_wait = (ballot, proposal)
             self._check_waits(now)
@@ -529,6 +538,14 @@ class MembershipLayer:
             return
         if (self.session is not None and proposal.prev is not None
                 and self.session.view_id == proposal.prev.view_id):
+            if self.session.reliable.exceeds(dict(proposal.cut)):
+                # We released (ordered) past the cut the deciding quorum closed our view
+                # at (it did not hear from us before we gave the view up): closing here
+                # would deliver another set than theirs. We are out of the view; our
+                # JOINs (known view = the new one) get us taken in again, with a gap.
+                self._closed_elsewhere(self.session.view_id, dict(proposal.cut))
+                self._lose_view(now, "excluded")
+                return
             self.session.close_at(dict(proposal.cut), now)
             self.install_wait = (proposal, now, ballot)
             self._check_waits(now)
@@ -649,6 +666,7 @@ class MembershipLayer:
         self._version += 1
         self._last_delivered = self.last_delivered
         self.view = view
+        self.installed_at = now
         self.session = self.make_session(view, now)
         self._learn(view)
         self._suspected = set()

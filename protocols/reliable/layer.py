@@ -315,6 +315,12 @@ class ReliableLayer:
     def holds(self, cut: dict[int, int]) -> bool:
         return self.releaser.holds(cut)
 
+    def exceeds(self, cut: dict[int, int]) -> bool:
+        """Released a vertex beyond ``cut`` (a member the deciding quorum did not hear
+        from before it gave its view up): the view cannot be closed at the cut here."""
+        released = self.releaser.released
+        return any(seq > cut.get(node, 0) for node, seq in released.items())
+
     def availability(self, max_held: int) -> Availability:
         """What we hold of this view: released seqs, and held vertices (bounded)."""
         released = tuple(sorted(self.releaser.released.items()))

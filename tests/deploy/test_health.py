@@ -35,7 +35,7 @@ def test_status_and_health_follow_the_view_through_a_loss_of_quorum(
     """3 daemons (default failure detection): status names the primary view, members,
     quorum and peers; after kill -9 of two, the survivor is in no primary view, its
     status text says so with the cause, and ``--health`` exits 1."""
-    from amcast.client import BlockingClient, DeliveredBatch
+    from amcast.client import BlockingClient, ViewChange
 
     cluster = LocalCluster(3, tmp_path / "c", protocol={"insecure": True}, metrics=False)
     cluster.start()
@@ -52,7 +52,7 @@ def test_status_and_health_follow_the_view_through_a_loss_of_quorum(
             cluster.kill(2)
             while True:  # view frames until the survivor stands alone (bounded: 10 s each)
                 ev = watcher.next_event(10)
-                if not isinstance(ev, DeliveredBatch) and list(ev.members) == [0]:
+                if isinstance(ev, ViewChange) and list(ev.members) == [0]:
                     break
         assert main(["status", "--socket", sock, "--health"]) == 1
         assert "not in a primary view" in capsys.readouterr().err
