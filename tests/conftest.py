@@ -1,4 +1,4 @@
-"""Short socket paths (unix socket paths are limited to ~100 bytes)."""
+"""Fixtures for every test: short socket paths (unix socket paths are limited to ~100 bytes)."""
 
 from __future__ import annotations
 
