@@ -285,9 +285,7 @@ async def run_fault_demo(directory: Path, *, rate: float = 200.0, timeout: float
         await asyncio.sleep(1.0)
         step(time.monotonic(), "load stopped",
              "the clients stop sending; waiting for every delivery")
-        await run.stop_load(timeout)
-        await run.settle(timeout)
-        verdict = run.verdict()
+        verdict = await run.stop_and_judge(timeout)
     except (TimeoutError, AmcastError, ConnectionError) as exc:
         problems.append(f"the demo did not complete: {exc}")
         verdict = run.verdict(settled=False)

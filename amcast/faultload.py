@@ -429,6 +429,12 @@ class FaultRun:
     def verdict(self, settled: bool = True) -> Verdict:
         return verdict(self.recorders, settled=settled)
 
+    async def stop_and_judge(self, timeout: float = 30.0) -> Verdict:
+        """Stop the load, wait for every delivery, and judge the whole history."""
+        await self.stop_load(timeout)
+        await self.settle(timeout)
+        return self.verdict()
+
     async def close(self) -> None:
         for r in self.recorders:
             await r.close()
@@ -498,6 +504,12 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def accounted_for(self) -> bool:
+        """Every message of a connected client: delivered exactly once, delivered only in
+        a non-uniform tail, or reported back to it. Nothing lost silently."""
+        return self.exactly_once + self.nonuniform_only == self.sent - self.reported
 
     def summary(self) -> dict[str, Any]:
         return {"ok": self.ok, "problems": self.problems[:20], "views": len(self.views),
