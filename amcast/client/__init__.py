@@ -36,7 +36,7 @@ from amcast.client.errors import (
     Unreachable,
     WouldBlock,
 )
-from amcast.client.records import DeliveredBatch, Delivery, Event, ViewChange
+from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import SERVICES
 
@@ -54,6 +54,7 @@ __all__ = [
     "DeliveredBatch",
     "Delivery",
     "Event",
+    "MembersChange",
     "MessageBatch",
     "MessagesRefused",
     "Refusal",

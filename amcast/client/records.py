@@ -1,5 +1,6 @@
 """What a client receives: ``DeliveredBatch`` (one ``deliver`` frame), ``Delivery`` (one
-message of it, built lazily when the batch is iterated) and ``ViewChange``."""
+message of it, built lazily when the batch is iterated), ``ViewChange`` and
+``MembersChange`` (group membership)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,32 @@ class ViewChange:
     members: list[int]
 
 
-Event = DeliveredBatch | ViewChange
+@dataclass(frozen=True, slots=True)
+class MembersChange:
+    """One ``members`` notice (``join`` with ``members=True``): who is in ``group`` after
+    the change (``(node, client, name)``), who ``joined``/``left``, why (``cause``: join,
+    leave, disconnect, view, snapshot) and where in the total order (before message
+    ``position`` of ``view``)."""
+
+    group: str
+    members: list[tuple[int, int, str]]
+    joined: list[tuple[int, int, str]]
+    left: list[tuple[int, int, str]]
+    cause: str
+    view: int
+    position: int | None
+
+
+def members_from_frame(frame: dict[str, Any]) -> MembersChange:
+    def triples(xs: list[list[Any]]) -> list[tuple[int, int, str]]:
+        return [(int(n), int(c), str(name)) for n, c, name in xs]
+
+    return MembersChange(str(frame["group"]), triples(frame["members"]),
+                         triples(frame["joined"]), triples(frame["left"]), str(frame["cause"]),
+                         int(frame["view"]), frame["position"])
+
+
+Event = DeliveredBatch | ViewChange | MembersChange
 
 
 def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:

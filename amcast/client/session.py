@@ -49,7 +49,7 @@ from amcast.client.errors import (
     Refusal,
     WouldBlock,
 )
-from amcast.client.records import Event, ViewChange, batch_from_frame
+from amcast.client.records import Event, ViewChange, batch_from_frame, members_from_frame
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import DEFAULT_MAX_FRAME_BYTES, SERVICES, encode_frame
 
@@ -286,6 +286,8 @@ class Session:
         if kind == "view":
             self.view = ViewChange(frame["view"], frame["members"])
             return self.view
+        if kind == "members":
+            return members_from_frame(frame)
         rid = frame.get("id")
         if type(rid) is not int:
             rid = None

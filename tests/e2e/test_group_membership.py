@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from amcast.client import BlockingClient, MembersChange
 from amcast.localcluster import LocalCluster
 from tests.daemon.daemon_helpers import Raw
 from tests.steady import STEADY
@@ -96,6 +98,12 @@ async def send(sender: Client, payload: bytes, watchers: list[Client]) -> None:
         await w.pump(lambda w=w: w.has("msg", lambda e: e[3] == payload), f"message {payload!r}")
 
 
+def library_watcher(path: str) -> object:
+    with BlockingClient(path, name="lib") as client:
+        assert client.join("g", members=True) == ["g"]
+        return client.next_event(WAIT)
+
+
 def member(node: int, c: Client, name: str) -> list[Any]:
     return [node, c.id, name]
 
@@ -150,6 +158,21 @@ async def test_joins_leave_disconnect_and_late_join_seen_identically(
     assert late.events[-1][3] == b"m5" and late.events[0] == first
     status = await sender.status()
     assert status["group_membership"]["members"] == 4 and status["group_membership"]["complete"]
+    # the client library: a MembersChange first, from next_event
+    change = await asyncio.to_thread(library_watcher, socks[1])
+    assert isinstance(change, MembersChange) and change.cause == "join"
+    assert change.joined == [m for m in change.members if m[2] == "lib"]
+    assert len(change.members) == 5 and change.joined[0][0] == 1
+    # amcast listen --members: one '#' line per notice, then the message
+    listen = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "amcast", "listen", "--socket", socks[2], "-g", "g", "--members",
+        "--count", "1", "--timeout", str(WAIT), stdout=asyncio.subprocess.PIPE)
+    assert listen.stdout is not None
+    line = (await asyncio.wait_for(listen.stdout.readline(), WAIT)).decode()
+    assert line.startswith("# members g join view ") and "2/" in line, line
+    sender.raw.send({"t": "send", "groups": ["g"], "payloads": [b"m6"], "id": 1})
+    out, _ = await asyncio.wait_for(listen.communicate(), WAIT)
+    assert out.decode().rstrip().endswith("m6") and await listen.wait() == 0
     print(f"3 watcher joins: {(joined_at - started) / 3 * 1000:.1f} ms each; "
           f"whole scenario {took:.2f} s")
 
