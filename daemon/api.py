@@ -25,6 +25,11 @@ the daemon calls ``pause_sends``: every client's reading is paused (their sends 
 flow-controlled at the socket) until ``resume_sends``. Frames already read by then are
 still handled, in order (the daemon queues their envelopes, bounded in bytes).
 
+Group membership: ``join``/``leave`` are handed to the backend (``group_request``),
+which answers ``groups`` once the change took effect in the total order and keeps the
+routing index ``members_of`` (``amcast.daemon.groups``); ``ClientConnection.groups`` is
+what the client asked for (the ``max_groups`` check).
+
 Every frame is handled in arrival order, so ``sync`` is answered ``synced`` right away:
 any error about an earlier frame of the connection was written before. An exception
 while handling a frame is answered ``internal_error`` (counted, logged) and the
