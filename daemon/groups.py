@@ -200,6 +200,8 @@ class Request:
     kind: str
     groups: tuple[str, ...]
     watch: bool
+    at: float = 0.0
+    answered: bool = False
 
 
 @dataclass(slots=True)
@@ -254,9 +256,10 @@ class Groups:
         return set() if c is None else c.joined
 
     def request(self, cid: int, name: str, kind: str, groups: list[str], ref: Any,
-                watch: bool, *, view: int = 0, position: int | None = 0) -> None:
+                watch: bool, *, view: int = 0, position: int | None = 0,
+                now: float = 0.0) -> None:
         """A ``join``/``leave`` of local client ``cid``; the reply comes when it takes
-        effect (at once without agreed membership)."""
+        effect (at once without agreed membership), or from ``expire``."""
         if not self.agreed:
             self.view = self.table.view = view
         c = self.client(cid, name)
@@ -268,7 +271,7 @@ class Groups:
             c.wanted -= set(groups)
         c.next_req += 1
         req = c.next_req
-        c.pending.append(Request(req, ref, kind, tuple(groups), watch))
+        c.pending.append(Request(req, ref, kind, tuple(groups), watch, now))
         if kind == "join":
             envelope = sp.encode_join(self.view, cid, req, c.name, list(groups))
         else:
@@ -439,10 +442,26 @@ class Groups:
                         self._noticed.add((cid, g))
             if r.kind == "leave":
                 c.watching -= set(r.groups) - c.wanted
-            reply: dict[str, Any] = {"t": "groups", "groups": sorted(c.joined)}
-            if r.ref is not None:
-                reply["id"] = r.ref
-            self.out.to_client(cid, reply)
+            if not r.answered:
+                self._reply(cid, c, r, pending=False)
+
+    def _reply(self, cid: int, c: LocalClient, r: Request, *, pending: bool) -> None:
+        reply: dict[str, Any] = {"t": "groups", "groups": sorted(c.joined)}
+        if pending:
+            reply["pending"] = True
+        if r.ref is not None:
+            reply["id"] = r.ref
+        r.answered = True
+        self.out.to_client(cid, reply)
+
+    def expire(self, now: float, after_s: float) -> None:
+        """Answer requests waiting for ``after_s`` (the daemon cannot order: stalled, or
+        in no primary view) with ``"pending": true``; they still take effect when
+        ordered (or with the next snapshot), without another reply."""
+        for cid, c in self.clients.items():
+            for r in c.pending:
+                if not r.answered and now - r.at >= after_s:
+                    self._reply(cid, c, r, pending=True)
 
     # ---- status --------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -445,7 +445,7 @@ class Daemon:
         """A client's ``join``/``leave``: answered when it takes effect in the total order
         (at once without agreed membership)."""
         self.groups.request(conn.id, conn.name, kind, groups, ref, watch,
-                            view=self.view_id, position=self.position)
+                            view=self.view_id, position=self.position, now=self.now())
         self._request_pump()
 
     def submit_control(self, envelope: bytes) -> None:
@@ -807,7 +807,10 @@ class Daemon:
         self.counters.clients_disconnected[reason] += 1
 
     def _tick(self) -> None:
-        """Periodic, on the loop: health bookkeeping and a fresh metrics snapshot."""
+        """Periodic, on the loop: health bookkeeping, group requests that could not be
+        ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
+        snapshot."""
+        self.groups.expire(self.now(), self.config.health.stall_after_s)
         self._take_metrics_snapshot()
 
     def _take_metrics_snapshot(self) -> MetricsSnapshot:

@@ -287,3 +287,21 @@ async def test_a_vertex_is_split_around_a_join(make_cluster: Any) -> None:
     assert second["batches"] == [[9, ["g"], 1, [b"after"]]]
     status = d.status()["group_membership"]
     assert status["members"] == 2 and status["complete"] and status["pending_requests"] == 0
+
+
+def test_a_request_that_cannot_be_ordered_is_answered_pending_then_takes_effect() -> None:
+    c = Cluster(2)
+    c.install(1, [0, 1], [0, 1])
+    c.order()
+    c.g[0].quorum_lost()  # no primary view: nothing is submitted, the snapshot will carry it
+    c.g[0].request(1, "x", "join", ["g"], -1, True, now=100.0)
+    assert c.outs[0].submitted == []
+    c.g[0].expire(104.9, 5.0)
+    assert c.outs[0].frames == []
+    c.g[0].expire(105.0, 5.0)
+    assert c.outs[0].frames == [(1, {"t": "groups", "groups": [], "pending": True, "id": -1})]
+    c.install(2, [0, 1], [])
+    c.order()  # the snapshot: in effect now, a notice, no second reply
+    assert c.g[1].table.members("g") == [(0, 1, "x")] and c.g[0].routing == {"g": {1}}
+    assert [f["t"] for _, f in c.outs[0].frames] == ["groups", "members"]
+    assert c.outs[0].notices(1)[0]["cause"] == "snapshot"
