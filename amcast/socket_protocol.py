@@ -31,7 +31,7 @@ Service levels and error codes are listed here once (``SERVICES``, ``ERROR_CODES
 Frame types (``docs/api.md`` has every field). Client to daemon: ``hello``, ``join``,
 ``leave``, ``send`` (clients put an integer ``id`` on every send frame, so that an error
 about it can name it), ``status`` and ``sync``. Daemon to client: ``welcome``, ``groups``,
-``deliver``, ``view``, ``status``, ``synced`` and ``error``.
+``deliver``, ``view``, ``members``, ``status``, ``synced`` and ``error``.
 
 - ``{"t": "sync", "id": N}`` is answered ``{"t": "synced", "id": N}`` once the daemon has
   handled every earlier frame of the connection: every error frame about an earlier
@@ -46,6 +46,22 @@ about it can name it), ``status`` and ``sync``. Daemon to client: ``welcome``, `
   "first": k}`` per affected send frame: messages ``k..`` of that frame were accepted
   but this daemon stopped before delivering them (other members may or may not).
 - The ``status`` reply carries ``health``: ``{"ok": bool, "problems": [str, ...]}``.
+
+Control envelopes (group membership, ``amcast.daemon.groups``). Daemons multicast the
+changes of their clients' group memberships as ``agreed`` engine payloads whose first
+element is a *string*, so ``decode_envelope`` (an int client id first) refuses them and
+they are never handed to clients as deliveries; ``decode_control`` reads them, as
+strictly. Each carries the view it was submitted in (applied only if delivered in it):
+
+- ``["join", view, client, req, name, [group, ...]]`` and
+  ``["leave", view, client, req, [group, ...]]``: a client's request number ``req``;
+- ``["gone", view, client]``: the client disconnected;
+- ``["snap", view, part, final, [[client, req, name, [group, ...]], ...]]``: the
+  sender's clients and their groups at the start of ``view`` (parts 0.., the last one
+  ``final``).
+
+A ``members`` frame tells a client that asked for it (``join`` with ``"members": true``)
+who is in a group (``docs/api.md``, Group membership).
 
 Sizes. One application message has one limit, ``api.max_message_bytes``; the largest
 frame and the largest engine message (an envelope) are derived from it by adding the
@@ -272,3 +288,116 @@ def decode_envelope(envelope: bytes) -> list[Any] | None:
 
 _STR = {str}
 _BYTES = {bytes}
+
+
+# ---------------------------------------------------------------- control envelopes
+
+CONTROL_KINDS = ("join", "leave", "gone", "snap")
+MAX_NAME_CHARS = 128
+"""A client's ``hello`` name as carried in control envelopes (longer ones are cut)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapEntry:
+    """One client of a snapshot: its last request reflected, name and groups."""
+
+    client: int
+    req: int
+    name: str
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """A decoded control envelope (see the module docstring); unused fields are empty."""
+
+    kind: str
+    view: int
+    client: int = -1
+    req: int = -1
+    name: str = ""
+    groups: tuple[str, ...] = ()
+    part: int = 0
+    final: bool = False
+    entries: tuple[SnapEntry, ...] = ()
+
+
+def encode_join(view: int, client: int, req: int, name: str, groups: list[str]) -> bytes:
+    return _packb(("join", view, client, req, name[:MAX_NAME_CHARS], groups), use_bin_type=True)
+
+
+def encode_leave(view: int, client: int, req: int, groups: list[str]) -> bytes:
+    return _packb(("leave", view, client, req, groups), use_bin_type=True)
+
+
+def encode_gone(view: int, client: int) -> bytes:
+    return _packb(("gone", view, client), use_bin_type=True)
+
+
+def encode_snapshot(view: int, part: int, final: bool, entries: list[SnapEntry]) -> bytes:
+    return _packb(("snap", view, part, final,
+                   [(e.client, e.req, e.name[:MAX_NAME_CHARS], list(e.groups)) for e in entries]),
+                  use_bin_type=True)
+
+
+def _uint(x: Any) -> bool:
+    return type(x) is int and 0 <= x <= MAX_CLIENT_ID
+
+
+def _groups(x: Any, empty: bool) -> tuple[str, ...] | None:
+    if type(x) is not list or (not x and not empty):
+        return None
+    if x and (set(map(type, x)) != _STR or not all(x)):
+        return None
+    return tuple(x)
+
+
+def _name(x: Any) -> bool:
+    return type(x) is str and len(x) <= MAX_NAME_CHARS
+
+
+def decode_control(data: bytes) -> Control | None:
+    """The control envelope in ``data``; ``None`` unless it is exactly one of the shapes
+    of the module docstring (non-negative ints, non-empty group names, no extra field)."""
+    try:
+        c = _unpackb(data, raw=False, use_list=True, strict_map_key=True)
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return None
+    if type(c) is not list or len(c) < 3 or type(c[0]) is not str or not _uint(c[1]):
+        return None
+    kind, view = c[0], c[1]
+    if kind == "join" and len(c) == 6:
+        groups = _groups(c[5], empty=False)
+        if _uint(c[2]) and _uint(c[3]) and _name(c[4]) and groups is not None:
+            return Control("join", view, c[2], c[3], c[4], groups)
+    elif kind == "leave" and len(c) == 5:
+        groups = _groups(c[4], empty=False)
+        if _uint(c[2]) and _uint(c[3]) and groups is not None:
+            return Control("leave", view, c[2], c[3], groups=groups)
+    elif kind == "gone" and len(c) == 3:
+        if _uint(c[2]):
+            return Control("gone", view, c[2])
+    elif kind == "snap" and len(c) == 5:
+        part, final, raw = c[2], c[3], c[4]
+        if not _uint(part) or type(final) is not bool or type(raw) is not list:
+            return None
+        entries = []
+        for e in raw:
+            if type(e) is not list or len(e) != 4:
+                return None
+            groups = _groups(e[3], empty=True)
+            if not (_uint(e[0]) and _uint(e[1]) and _name(e[2])) or groups is None:
+                return None
+            entries.append(SnapEntry(e[0], e[1], e[2], groups))
+        return Control("snap", view, part=part, final=final, entries=tuple(entries))
+    return None
+
+
+def is_control(data: bytes) -> bool:
+    """Whether ``data`` looks like a control envelope (a list starting with a string):
+    for counting a malformed one as ``bad_control`` rather than ``bad_envelope``."""
+    try:
+        c = _unpackb(data, raw=False, use_list=True, strict_map_key=True)
+    except Exception:
+        return False
+    return type(c) is list and bool(c) and type(c[0]) is str

@@ -25,6 +25,11 @@ the daemon calls ``pause_sends``: every client's reading is paused (their sends 
 flow-controlled at the socket) until ``resume_sends``. Frames already read by then are
 still handled, in order (the daemon queues their envelopes, bounded in bytes).
 
+Group membership: ``join``/``leave`` are handed to the backend (``group_request``),
+which answers ``groups`` once the change took effect in the total order and keeps the
+routing index ``members_of`` (``amcast.daemon.groups``); ``ClientConnection.groups`` is
+what the client asked for (the ``max_groups`` check).
+
 Every frame is handled in arrival order, so ``sync`` is answered ``synced`` right away:
 any error about an earlier frame of the connection was written before. An exception
 while handling a frame is answered ``internal_error`` (counted, logged) and the
@@ -81,6 +86,11 @@ class Backend(Protocol):
 
     def forget_client(self, client_id: int) -> None: ...
 
+    def group_request(self, conn: ClientConnection, kind: str, groups: list[str], ref: Any,
+                      watch: bool) -> None:
+        """A ``join``/``leave``; the backend answers (``groups``) when it takes effect."""
+        ...
+
 
 class ClientConnection(asyncio.Protocol):
     def __init__(self, server: ApiServer, client_id: int) -> None:
@@ -88,6 +98,8 @@ class ClientConnection(asyncio.Protocol):
         self.id = client_id
         self.name = ""
         self.groups: set[str] = set()
+        """The groups it asked for; what it receives is ``ApiServer.members_of``, which
+        the backend changes when a join/leave takes effect (``amcast.daemon.groups``)."""
         self.greeted = False
         self.transport: asyncio.Transport | None = None
         self.closed = False
@@ -265,31 +277,23 @@ class ClientConnection(asyncio.Protocol):
         groups = self._groups_field(frame, ref)
         if groups is None:
             return
+        watch = frame.get("members", False)
+        if type(watch) is not bool:
+            self.fail("bad_field", "members must be a boolean", ref=ref)
+            return
         if len(self.groups | set(groups)) > self.server.config.max_groups:
             self.fail("too_many_groups", f"at most {self.server.config.max_groups} groups",
                       ref=ref)
             return
-        for g in groups:
-            if g not in self.groups:
-                self.groups.add(g)
-                self.server.members_of.setdefault(g, set()).add(self.id)
-        self._ack_groups(ref)
+        self.groups |= set(groups)
+        self.server.backend.group_request(self, "join", groups, ref, watch)
 
     def _on_leave(self, frame: dict[str, Any], ref: Any) -> None:
         groups = self._groups_field(frame, ref)
         if groups is None:
             return
-        for g in groups:
-            if g in self.groups:
-                self.groups.discard(g)
-                self.server.leave(g, self.id)
-        self._ack_groups(ref)
-
-    def _ack_groups(self, ref: Any) -> None:
-        reply: dict[str, Any] = {"t": "groups", "groups": sorted(self.groups)}
-        if ref is not None:
-            reply["id"] = ref
-        self.reply(reply)
+        self.groups -= set(groups)
+        self.server.backend.group_request(self, "leave", groups, ref, False)
 
     def _on_send(self, frame: dict[str, Any], ref: Any) -> None:
         cfg = self.server.config
@@ -470,16 +474,7 @@ class ApiServer:
     def forget(self, conn: ClientConnection) -> None:
         if self.clients.pop(conn.id, None) is None:
             return
-        for g in conn.groups:
-            self.leave(g, conn.id)
-        self.backend.forget_client(conn.id)
-
-    def leave(self, group: str, client_id: int) -> None:
-        members = self.members_of.get(group)
-        if members is not None:
-            members.discard(client_id)
-            if not members:
-                del self.members_of[group]
+        self.backend.forget_client(conn.id)  # its routing goes, its groups are told
 
     def pause_sends(self) -> None:
         if not self.sends_paused:

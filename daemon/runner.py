@@ -54,6 +54,7 @@ from typing import Any
 import structlog
 from amcast.daemon.api import ApiServer, ClientConnection
 from amcast.daemon.config import DaemonConfig
+from amcast.daemon.groups import Groups
 from amcast.daemon.logs import DeliveryLog
 from amcast.daemon.metrics import Counters, Metrics, MetricsSnapshot, engine_stats
 from amcast.daemon.notify import Notifier
@@ -86,8 +87,9 @@ LEVELS = {level.value: level for level in ServiceLevel}
 TICK_S = 1.0  # health bookkeeping and the periodic metrics snapshot
 SCRAPE_WAIT_S = 1.0  # a scrape waits this long for a fresh snapshot from the loop
 TIMER_RETRY_S = 0.1  # when the engine's next_timer() fails, pump again after this
-Item = tuple[bytes, ServiceLevel, int, int, Entry, int]
-"""A queued envelope: (envelope, service, messages, payload bytes, ledger entry, client)."""
+Item = tuple[bytes, ServiceLevel, int, int, Entry | None, int]
+"""A queued envelope: (envelope, service, messages, payload bytes, ledger entry, client);
+a control envelope (group membership) has no messages, no entry and client -1."""
 
 
 class Daemon:
@@ -127,6 +129,8 @@ class Daemon:
         self.notifier = Notifier(environ)
         self.node: Node | None = None
         self.api = ApiServer(config.api, self)
+        self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
+        """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
         self.transport: MulticastTransport | None = None
         self.metrics = Metrics(self._scrape_snapshot)
         self.metrics_port: int | None = None
@@ -165,6 +169,9 @@ class Daemon:
             rng=self.rng, now=self.now(), durable=self.state.load(),
             incarnation_floor=int(time.time() * 1000),
         )
+        self.groups = Groups(self.node_id, self.api.members_of, self,
+                             agreed=hasattr(self.node, "membership"),
+                             part_bytes=max(1024, self.envelope_bytes // 2))
         self.dlog = DeliveryLog(
             cfg.logs.dir, self.node_id, rotate_bytes=cfg.logs.rotate_bytes,
             keep=cfg.logs.rotate_keep, deliveries=cfg.logs.delivery_log,
@@ -411,6 +418,8 @@ class Daemon:
         log.error("the engine refused an accepted envelope", node=self.node_id,
                   code=exc.code, detail=exc.detail, bytes=len(item[0]))
         entry = item[4]
+        if entry is None:
+            return  # a control envelope: the next view's snapshot carries its change
         self.ledger.withdraw(entry, item[2])
         conn = self.api.clients.get(item[5])
         if conn is not None:
@@ -428,6 +437,33 @@ class Daemon:
 
     def forget_client(self, client_id: int) -> None:
         self.ledger.forget(client_id)
+        self.groups.disconnect(client_id, view=self.view_id, position=self.position)
+
+    # ---- group membership (amcast.daemon.groups) -------------------------------------
+    def group_request(self, conn: ClientConnection, kind: str, groups: list[str], ref: Any,
+                      watch: bool) -> None:
+        """A client's ``join``/``leave``: answered when it takes effect in the total order
+        (at once without agreed membership)."""
+        self.groups.request(conn.id, conn.name, kind, groups, ref, watch,
+                            view=self.view_id, position=self.position, now=self.now())
+        self._request_pump()
+
+    def submit_control(self, envelope: bytes) -> None:
+        """A group-membership control envelope to multicast ``agreed``, in order with the
+        clients' envelopes (behind the submit queue; never refused)."""
+        item: Item = (envelope, ServiceLevel.AGREED, 0, 0, None, -1)
+        if self.queue:
+            self.queue.push(item)
+        elif not self._submit(item):
+            self.queue.push(item)
+            self.counters.backpressure_events += 1
+            self.api.pause_sends()
+        self._request_pump()
+
+    def to_client(self, client: int, frame: dict[str, Any]) -> None:
+        conn = self.api.clients.get(client)
+        if conn is not None:
+            conn.reply(frame)
 
     # ---- the pump ------------------------------------------------------------------
     def _request_pump(self) -> None:
@@ -525,7 +561,16 @@ class Daemon:
     def _delivered(self, ev: BatchDelivered) -> None:
         c = self.counters
         ts = self.now()
+        if ev.view != self.position_view:  # positions count from 0 in every view
+            self.position_view = ev.view
+            self.position = 0
+        ordered = ev.position is not None
+        position = self.position if ordered else None
+        service = str(ev.service)
+        header = {"t": "deliver", "sender": ev.sender, "seq": ev.seq, "service": service,
+                  "position": position, "view": ev.view, "send_ts": ev.send_ts}
         envs: list[list[Any]] = []
+        nenvs = 0
         count = 0
         nbytes = 0
         decode = sp.decode_envelope
@@ -534,22 +579,25 @@ class Daemon:
         for p in ev.payloads:
             env = decode(p)
             if env is None:
-                c.drops["bad_envelope"] += 1
+                control = sp.decode_control(p) if position is not None else None
+                if control is None:
+                    c.drops["bad_control" if sp.is_control(p) else "bad_envelope"] += 1
+                    continue
+                if envs:  # split the vertex's deliver frame around the notice
+                    c.deliveries_to_clients += self.api.deliver(header, envs)
+                    envs = []
+                assert position is not None
+                self.groups.delivered(ev.sender, control, ev.view, position + count)
                 continue
             body = env[2]
             envs.append([env[0], env[1], count, body])
+            nenvs += 1
             count += len(body)
             nbytes += sum(map(len, body))
             if own:
                 ledger.delivered(env[0], len(body))
-        service = str(ev.service)
         rule = "causal" if ev.rule is None else str(ev.rule)
-        position: int | None = None
-        if ev.view != self.position_view:  # positions count from 0 in every view
-            self.position_view = ev.view
-            self.position = 0
-        if ev.position is not None:
-            position = self.position
+        if ordered:
             self.position += count
         if own:
             self.own_outstanding -= count
@@ -561,11 +609,7 @@ class Daemon:
         c.rules[(self.variant, rule)] += 1
         self.last_delivery = ts
         if envs:
-            c.deliveries_to_clients += self.api.deliver(
-                {"t": "deliver", "sender": ev.sender, "seq": ev.seq, "service": service,
-                 "position": position, "view": ev.view, "send_ts": ev.send_ts},
-                envs,
-            )
+            c.deliveries_to_clients += self.api.deliver(header, envs)
         self.metrics.latency.observe(max(0.0, ts - ev.send_ts))
         if ev.ntail is not None:
             self.metrics.ntail.labels(self.variant).observe(ev.ntail)
@@ -575,7 +619,7 @@ class Daemon:
                 view=ev.view, variant=self.variant, phi=self.node.phi, sender=ev.sender,
                 seq=ev.seq, position=position, count=count, nbytes=nbytes, service=service,
                 activation=ev.activation, rule=rule, ntail=ev.ntail, unseen=ev.unseen,
-                nvt=ev.nvt, send_ts=ev.send_ts, ts=ts, envelopes=len(envs),
+                nvt=ev.nvt, send_ts=ev.send_ts, ts=ts, envelopes=nenvs,
             )
 
     def _other_event(self, ev: Any) -> None:
@@ -601,11 +645,13 @@ class Daemon:
                 "joined": list(ev.joined), "left": list(ev.left),
                 "excluded": list(ev.excluded), "previous": ev.previous,
             })
+            self.groups.view_installed(ev.view, ev.members, ev.joined, ev.left, ev.excluded)
             log.info("view installed", node=self.node_id, view=ev.view, members=self.members,
                      joined=list(ev.joined), left=list(ev.left), excluded=list(ev.excluded),
                      previous=ev.previous, phi=ev.phi)
         elif kind is QuorumLost:
             self.primary = False
+            self.groups.quorum_lost()
             self.in_primary_view.clear()
             self.last_change = {"view": ev.view, "primary": False, "at": self.now(),
                                 "reason": ev.reason, "reachable": list(ev.reachable)}
@@ -755,6 +801,7 @@ class Daemon:
                 "clients_disconnected": dict(c.clients_disconnected),
             },
             "engine": engine,
+            "group_membership": self.groups.status(),
         }
 
     def count_client_error(self, code: str) -> None:
@@ -764,7 +811,10 @@ class Daemon:
         self.counters.clients_disconnected[reason] += 1
 
     def _tick(self) -> None:
-        """Periodic, on the loop: health bookkeeping and a fresh metrics snapshot."""
+        """Periodic, on the loop: health bookkeeping, group requests that could not be
+        ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
+        snapshot."""
+        self.groups.expire(self.now(), self.config.health.stall_after_s)
         self._take_metrics_snapshot()
 
     def _take_metrics_snapshot(self) -> MetricsSnapshot:

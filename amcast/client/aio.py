@@ -410,8 +410,12 @@ class Client:
             raise ClientTimeout(f"no reply to {frame['t']} from amcastd in time: it may be "
                                 "stalled (check amcast status --health)") from None
 
-    async def join(self, *groups: str, timeout: float | None = None) -> list[str]:
-        reply = await self._request({"t": "join", "groups": list(groups)}, timeout)
+    async def join(self, *groups: str, timeout: float | None = None,
+                   members: bool = False) -> list[str]:
+        """Join ``groups`` (returns once ordered); ``members``: also get ``MembersChange``
+        events for them from ``next_event`` (the full list first)."""
+        frame = {"t": "join", "groups": list(groups), **({"members": True} if members else {})}
+        reply = await self._request(frame, timeout)
         return list(reply["groups"])
 
     async def leave(self, *groups: str, timeout: float | None = None) -> list[str]:

@@ -303,8 +303,12 @@ class BlockingClient:
         assert reply.frame is not None
         return reply.frame
 
-    def join(self, *groups: str, timeout: float | None = None) -> list[str]:
-        return list(self._request({"t": "join", "groups": list(groups)}, timeout)["groups"])
+    def join(self, *groups: str, timeout: float | None = None,
+             members: bool = False) -> list[str]:
+        """Join ``groups`` (returns once ordered); ``members``: also get ``MembersChange``
+        events for them from ``next_event`` (the full list first)."""
+        frame = {"t": "join", "groups": list(groups), **({"members": True} if members else {})}
+        return list(self._request(frame, timeout)["groups"])
 
     def leave(self, *groups: str, timeout: float | None = None) -> list[str]:
         return list(self._request({"t": "leave", "groups": list(groups)}, timeout)["groups"])

@@ -1,7 +1,8 @@
 """What a client receives, in the daemon's frame order: ``DeliveredBatch`` (one
 ``deliver`` frame), ``Delivery`` (one message of it, built lazily when the batch is
-iterated), ``ViewChange`` (a ``view`` frame), ``OrderGap`` (a ``gap`` frame) and
-``Undelivered`` (an ``undelivered`` error about this client's own messages)."""
+iterated), ``ViewChange`` (a ``view`` frame), ``OrderGap`` (a ``gap`` frame),
+``Undelivered`` (an ``undelivered`` error about this client's own messages) and
+``MembersChange`` (a ``members`` notice of group membership)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,32 @@ class Undelivered:
         return self.messages.start
 
 
-Event = DeliveredBatch | ViewChange | OrderGap | Undelivered
+@dataclass(frozen=True, slots=True)
+class MembersChange:
+    """One ``members`` notice (``join`` with ``members=True``): who is in ``group`` after
+    the change (``(node, client, name)``), who ``joined``/``left``, why (``cause``: join,
+    leave, disconnect, view, snapshot) and where in the total order (before message
+    ``position`` of ``view``)."""
+
+    group: str
+    members: list[tuple[int, int, str]]
+    joined: list[tuple[int, int, str]]
+    left: list[tuple[int, int, str]]
+    cause: str
+    view: int
+    position: int | None
+
+
+def members_from_frame(frame: dict[str, Any]) -> MembersChange:
+    def triples(xs: list[list[Any]]) -> list[tuple[int, int, str]]:
+        return [(int(n), int(c), str(name)) for n, c, name in xs]
+
+    return MembersChange(str(frame["group"]), triples(frame["members"]),
+                         triples(frame["joined"]), triples(frame["left"]), str(frame["cause"]),
+                         int(frame["view"]), frame["position"])
+
+
+Event = DeliveredBatch | ViewChange | OrderGap | Undelivered | MembersChange
 
 
 def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:

@@ -63,6 +63,7 @@ from amcast.client.records import (
     ViewChange,
     batch_from_frame,
     gap_from_frame,
+    members_from_frame,
     view_from_frame,
 )
 from amcast.protocols.errors import ClientError
@@ -306,6 +307,8 @@ class Session:
         if kind == "gap":
             self.gap = gap_from_frame(frame)
             return self.gap
+        if kind == "members":
+            return members_from_frame(frame)
         rid = frame.get("id")
         if type(rid) is not int:
             rid = None

@@ -2,9 +2,10 @@
 
 Between deliveries it prints one ``#`` line per view change (id, primary or not, members,
 who joined/left/was excluded, or why the primary view was lost), per order gap (the
-daemon rejoined and missed part of the total order) and per undelivered report. With
-``--json`` every line is one JSON object whose ``event`` key is ``deliver``, ``view``,
-``gap`` or ``undelivered``."""
+daemon rejoined and missed part of the total order), per undelivered report and, with
+``--members``, per group membership change. With ``--json`` every line is one JSON
+object whose ``event`` key is ``deliver``, ``view``, ``gap``, ``undelivered`` or
+``members``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ import argparse
 import json
 from typing import Any
 
-from amcast.client import BlockingClient, DeliveredBatch, Event, OrderGap, Undelivered, ViewChange
+from amcast.client import (
+    BlockingClient,
+    DeliveredBatch,
+    Event,
+    MembersChange,
+    OrderGap,
+    Undelivered,
+    ViewChange,
+)
 from amcast.commands._common import add_socket_argument
 
 
@@ -25,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, help="exit after this many idle seconds")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line, with an event key")
+    p.add_argument("--members", action="store_true",
+                   help="also print one '#' line (or JSON object) per membership change "
+                        "of the groups: who (node/client) joined or left, and why")
     p.set_defaults(func=run)
 
 
@@ -32,8 +44,19 @@ def _nodes(nodes: list[int]) -> str:
     return ",".join(map(str, nodes)) if nodes else "-"
 
 
-def event_text(item: ViewChange | OrderGap | Undelivered) -> str:
-    """The ``#`` line of a view change, an order gap or an undelivered report."""
+Notice = ViewChange | OrderGap | Undelivered | MembersChange
+
+
+def _clients(members: list[tuple[int, int, str]]) -> str:
+    return " ".join(f"{n}/{c}" + (f"({name})" if name else "") for n, c, name in members) or "-"
+
+
+def event_text(item: Notice) -> str:
+    """The ``#`` line of a view change, an order gap, an undelivered report or a group
+    membership change."""
+    if isinstance(item, MembersChange):
+        return (f"# members {item.group} {item.cause} view {item.view} position "
+                f"{item.position}: {_clients(item.members)}")
     if isinstance(item, ViewChange):
         if item.primary:
             prev = "" if item.previous is None else f" previous {item.previous}"
@@ -51,8 +74,14 @@ def event_text(item: ViewChange | OrderGap | Undelivered) -> str:
             f"{item.detail or 'not delivered by the primary component'}")
 
 
-def event_json(item: ViewChange | OrderGap | Undelivered) -> dict[str, Any]:
-    """The JSON object of a view change, an order gap or an undelivered report."""
+def event_json(item: Notice) -> dict[str, Any]:
+    """The JSON object of a view change, an order gap, an undelivered report or a group
+    membership change."""
+    if isinstance(item, MembersChange):
+        return {"event": "members", "group": item.group, "cause": item.cause,
+                "view": item.view, "position": item.position,
+                "members": [list(m) for m in item.members],
+                "joined": [list(m) for m in item.joined], "left": [list(m) for m in item.left]}
     if isinstance(item, ViewChange):
         out: dict[str, Any] = {"event": "view", "view": item.view, "members": item.members,
                                "primary": item.primary}
@@ -77,7 +106,7 @@ def _other(item: Event, as_json: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     seen = 0
     with BlockingClient(args.socket, name="amcast-listen") as client:
-        client.join(*args.group)
+        client.join(*args.group, members=args.members)
         while args.count is None or seen < args.count:
             try:
                 item = client.next_event(args.timeout)
