@@ -29,7 +29,8 @@ def _script(fake: FakeDaemon) -> None:
 
 
 def _listen(sock: str, as_json: bool, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    args = argparse.Namespace(socket=sock, group=["g"], count=1, timeout=10.0, json=as_json)
+    args = argparse.Namespace(socket=sock, group=["g"], count=1, timeout=10.0, json=as_json,
+                              members=False)
     assert listen.run(args) == 0
     return capsys.readouterr().out.splitlines()
 
