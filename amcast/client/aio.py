@@ -39,9 +39,8 @@ from typing import Any, cast
 
 from amcast import socket_protocol as sp
 from amcast.client.errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
-from amcast.client.records import DeliveredBatch, Delivery, Event, OrderGap, ViewChange
-from amcast.client.session import PAYLOAD_OVERHEAD, Reply, Session
-from amcast.protocols.errors import ClientError
+from amcast.client.records import DeliveredBatch, Delivery, Event
+from amcast.client.session import PAYLOAD_OVERHEAD, Reply, Session, SessionState
 from amcast.socket_protocol import FrameDecoder, FrameError
 
 DEFAULT_SOCKET = "/run/amcast/amcastd.sock"
@@ -89,7 +88,7 @@ class _Protocol(asyncio.Protocol):
         self.can_write.set()
 
 
-class Client:
+class Client(SessionState):
     """asyncio client of amcastd; create with ``await Client.connect(path)``."""
 
     def __init__(self, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
@@ -136,44 +135,6 @@ class Client:
         return self
 
     # ---- state -----------------------------------------------------------------------
-    @property
-    def welcome(self) -> dict[str, Any]:
-        return self._session.welcome or {}
-
-    @property
-    def node(self) -> int:
-        return int(self.welcome["node"])
-
-    @property
-    def client_id(self) -> int:
-        return int(self.welcome["client"])
-
-    @property
-    def view(self) -> ViewChange | None:
-        """The last view (from ``welcome`` or a ``view`` frame)."""
-        return self._session.view
-
-    @property
-    def gap(self) -> OrderGap | None:
-        """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
-        rejoined before this client connected); None when there was none."""
-        return self._session.gap
-
-    @property
-    def errors(self) -> deque[ClientError]:
-        """Errors the daemon reported about no particular request (the last 64)."""
-        return self._session.errors
-
-    @property
-    def sent(self) -> int:
-        """Messages accepted by ``send()`` so far (the next message's number)."""
-        return self._session.next_seq
-
-    @property
-    def confirmed(self) -> int:
-        """Every message numbered below this was handled by amcastd (accepted or refused)."""
-        return self._session.synced_seq
-
     @property
     def unconfirmed_bytes(self) -> int:
         s = self._session

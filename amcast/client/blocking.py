@@ -39,15 +39,15 @@ from amcast.client.aio import (
     connect_error,
 )
 from amcast.client.errors import ClientTimeout, ConnectionClosed
-from amcast.client.records import DeliveredBatch, Delivery, Event, OrderGap, ViewChange
-from amcast.client.session import Reply, Session, _Frame
+from amcast.client.records import DeliveredBatch, Delivery, Event
+from amcast.client.session import Reply, Session, SessionState, _Frame
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import FrameDecoder, FrameError
 
 DEFAULT_MAX_QUEUED_BYTES = 32 * 1024 * 1024
 
 
-class BlockingClient:
+class BlockingClient(SessionState):
     """amcastd client over a blocking-style API (no event loop), batching sends."""
 
     def __init__(self, path: str = DEFAULT_SOCKET, *, name: str = "",
@@ -83,41 +83,6 @@ class BlockingClient:
             raise
 
     # ---- state -----------------------------------------------------------------------
-    @property
-    def welcome(self) -> dict[str, Any]:
-        return self._session.welcome or {}
-
-    @property
-    def node(self) -> int:
-        return int(self.welcome["node"])
-
-    @property
-    def client_id(self) -> int:
-        return int(self.welcome["client"])
-
-    @property
-    def view(self) -> ViewChange | None:
-        """The last view (from ``welcome`` or a ``view`` frame)."""
-        return self._session.view
-
-    @property
-    def gap(self) -> OrderGap | None:
-        """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
-        rejoined before this client connected); None when there was none."""
-        return self._session.gap
-
-    @property
-    def errors(self) -> deque[ClientError]:
-        return self._session.errors
-
-    @property
-    def sent(self) -> int:
-        return self._session.next_seq
-
-    @property
-    def confirmed(self) -> int:
-        return self._session.synced_seq
-
     def fileno(self) -> int:
         """The socket's descriptor, for ``select``; ``ConnectionClosed`` once it is closed."""
         fd = self._sock.fileno()

@@ -416,3 +416,48 @@ class Session:
             self.alarm = False
             raise MessagesRefused(refused)
         self.alarm = False
+
+
+class SessionState:
+    """What both clients (asyncio and blocking) tell about their session: the daemon's
+    ``welcome``, the last view and gap, errors about no request, and message counts."""
+
+    _session: Session
+
+    @property
+    def welcome(self) -> dict[str, Any]:
+        return self._session.welcome or {}
+
+    @property
+    def node(self) -> int:
+        return int(self.welcome["node"])
+
+    @property
+    def client_id(self) -> int:
+        return int(self.welcome["client"])
+
+    @property
+    def view(self) -> ViewChange | None:
+        """The last view (from ``welcome`` or a ``view`` frame)."""
+        return self._session.view
+
+    @property
+    def gap(self) -> OrderGap | None:
+        """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
+        rejoined before this client connected); None when there was none."""
+        return self._session.gap
+
+    @property
+    def errors(self) -> deque[ClientError]:
+        """Errors the daemon reported about no particular request (the last 64)."""
+        return self._session.errors
+
+    @property
+    def sent(self) -> int:
+        """Messages accepted by ``send()`` so far (the next message's number)."""
+        return self._session.next_seq
+
+    @property
+    def confirmed(self) -> int:
+        """Every message numbered below this was handled by amcastd (accepted or refused)."""
+        return self._session.synced_seq
