@@ -98,29 +98,14 @@ def run_faults(args: argparse.Namespace) -> int:
 
 def run_membership(args: argparse.Namespace) -> int:
     """The membership sweep, over ``--jobs`` processes; progress on stderr."""
-    import concurrent.futures
-    import functools
-
     from amcast.protocols.simulation import membership_sweep as sweep
 
     if not 2 <= args.n_min <= args.n_max:
         raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
-    n_range = (args.n_min, min(args.n_max, 16))
-    seeds = list(range(args.seed, args.seed + args.seeds))
-    one = functools.partial(sweep.seed_outcome, n_range=n_range, max_loss=args.max_loss,
-                            messages_per_node=args.messages * 3)
-    progress = _progress(args)
-    outcomes = []
-    step = max(1, len(seeds) // 50)
-    with concurrent.futures.ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        for k, outcome in enumerate(pool.map(one, seeds, chunksize=4), 1):
-            outcomes.append(outcome)
-            if progress and (k % step == 0 or k == len(seeds) or outcome.violations):
-                bad = sum(1 for o in outcomes if o.violations)
-                state = "VIOLATION" if outcome.violations else "ok"
-                progress(f"{k}/{len(seeds)} seeds (seed {outcome.seed}): {state}; "
-                         f"{bad} seeds with violations so far")
-    report = sweep.summarize(outcomes, n_range=n_range, max_loss=args.max_loss)
+    seeds = range(args.seed, args.seed + args.seeds)
+    report = sweep.run_membership_sweep(
+        seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
+        messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1

@@ -13,6 +13,8 @@ the first violations.
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -137,17 +139,30 @@ def run_membership_sweep(
     max_loss: float = 0.2,
     messages_per_node: int = 40,
     progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> dict:
-    """One faulty cluster per seed, in this process; every property checked."""
-    outcomes = []
-    step = max(1, len(seeds) // 20)
+    """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
+    one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
+                            messages_per_node=messages_per_node)
+    seeds = list(seeds)
+    outcomes: list[SeedOutcome] = []
+    step = max(1, len(seeds) // 50)
     bad = 0
-    for k, seed in enumerate(seeds, 1):
-        o = seed_outcome(seed, n_range=n_range, max_loss=max_loss,
-                         messages_per_node=messages_per_node)
+
+    def note(k: int, o: SeedOutcome) -> None:
+        nonlocal bad
         outcomes.append(o)
         bad += bool(o.violations)
         if progress and (k % step == 0 or k == len(seeds) or o.violations):
-            progress(f"{k}/{len(seeds)} seeds: {'ok' if not o.violations else 'VIOLATION'}; "
-                     f"{bad} seeds with violations")
+            state = "VIOLATION" if o.violations else "ok"
+            progress(f"{k}/{len(seeds)} seeds (seed {o.seed}): {state}; "
+                     f"{bad} seeds with violations so far")
+
+    if jobs <= 1:
+        for k, seed in enumerate(seeds, 1):
+            note(k, one(seed))
+    else:
+        with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+            for k, o in enumerate(pool.map(one, seeds, chunksize=4), 1):
+                note(k, o)
     return summarize(outcomes, n_range=n_range, max_loss=max_loss)
