@@ -144,6 +144,7 @@ class Daemon:
         self.ready = asyncio.Event()  # set once serving (tests, embedding)
         self.in_primary_view = asyncio.Event()  # set while in a primary view
         self._flushed: asyncio.Event | None = None
+        self._sent: asyncio.Event | None = None  # stopping: every accepted message is in a vertex
         self._left: asyncio.Event | None = None
         self._periodic: list[asyncio.TimerHandle] = []
         self._metrics_snapshot: MetricsSnapshot | None = None
@@ -254,14 +255,25 @@ class Daemon:
         self.api.pause_sends()
         self._flushed = asyncio.Event()
         self._request_pump()
+        leaving = self._can_leave()
+        if leaving:
+            # A graceful leave: hand every accepted message to the view, then say goodbye
+            # at once; the view change's flush delivers our last messages here as at the
+            # others (no wait for the ordering of each).
+            self._sent = asyncio.Event()
+            self._request_pump()
+            waiting = self._sent
+        else:
+            waiting = self._flushed
         if self.own_outstanding > 0 or self.queue:
             try:
-                await asyncio.wait_for(self._flushed.wait(), self.config.shutdown.grace_s)
+                await asyncio.wait_for(waiting.wait(), self.config.shutdown.grace_s)
             except TimeoutError:
                 log.warning("shutdown grace expired", node=self.node_id,
                             undelivered_own_messages=self.own_outstanding,
                             unsubmitted_messages=self.queue.messages)
-        await self._leave()
+        if leaving:
+            await self._leave()
         self.queue.clear()  # never handed to the engine: reported just below
         reported = self._report_undelivered()
         self.api.close_clients("shutting_down", "the daemon is stopping")
@@ -274,17 +286,22 @@ class Daemon:
                  accepted=c.messages_accepted, own_delivered=c.own_messages_delivered,
                  reported_undelivered=reported)
 
+    def _can_leave(self) -> bool:
+        """In a primary view whose other members can go on without us (otherwise there
+        is nobody to leave to: our own messages are delivered, then we just stop)."""
+        node = self.node
+        if node is None or not node.primary or len(self.members) < 2:
+            return False
+        view = node.view
+        rest = [n for n in self.members if n != self.node_id]
+        return view is None or has_quorum(rest, view.potential,
+                                          self.node_config.expected_votes)
+
     async def _leave(self) -> None:
         """Leave the group gracefully: the others install a view without us at once
         (no suspicion timeout); give up after ``shutdown.leave_timeout_s``."""
         node = self.node
-        if node is None or not node.primary or len(self.members) < 2:
-            return
-        view = node.view
-        rest = [n for n in self.members if n != self.node_id]
-        if view is not None and not has_quorum(rest, view.potential,
-                                                self.node_config.expected_votes):
-            return  # the others cannot form a primary view without us: nothing to wait for
+        assert node is not None
         self._left = asyncio.Event()
         node.leave(self.now())
         self._request_pump()
@@ -528,6 +545,8 @@ class Daemon:
         finally:
             if self._flushed is not None and self.own_outstanding <= 0 and not self.queue:
                 self._flushed.set()
+            if self._sent is not None and not self.queue and node.unsent == 0:
+                self._sent.set()
             if self._left is not None and node.left:
                 self._left.set()
             self._arm_timer()

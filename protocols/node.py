@@ -289,6 +289,11 @@ class Node:
         return sum(len(msgs) for msgs in self._own.values()) + self._batcher.queued
 
     @property
+    def unsent(self) -> int:
+        """Own messages submitted and not yet in a vertex (behind a full window)."""
+        return self._batcher.queued
+
+    @property
     def undelivered(self) -> int:
         """Vertices of the current view carrying messages not yet delivered here."""
         session = self.membership.session

@@ -139,6 +139,9 @@ class MembershipLayer:
         """The highest ballot this incarnation promised (the durable one may be older)."""
         self.accept_wait: tuple[Ballot, Proposal] | None = None
         self.install_wait: tuple[Proposal, float, Ballot] | None = None
+        self.leave_wait: tuple[Proposal, float] | None = None
+        """A graceful leaver completing its last view at the decided cut (since when)."""
+        self.leave_started: float | None = None
         self.round: Round | None = None
         self.backoff_until = now
         self.peers: dict[int, Peer] = {}
@@ -530,7 +533,9 @@ class MembershipLayer:
         if d.accepted is not None and d.accepted[1].view.view_id <= new.view_id:
             self._update_durable(accepted=None)
         current = self.view.view_id if self.view is not None else 0
-        if new.view_id <= current or (self.install_wait and self.install_wait[0].view == new):
+        if (new.view_id <= current
+                or (self.install_wait and self.install_wait[0].view == new)
+                or (self.leave_wait and self.leave_wait[0].view == new)):
             return
         member = new.member(self.node_id)
         if member is None or member.incarnation != self.me.incarnation:
@@ -558,7 +563,17 @@ class MembershipLayer:
         if session is None or self.left:
             return
         if proposal.prev is not None and session.view_id == proposal.prev.view_id:
-            self._closed_elsewhere(session.view_id, dict(proposal.cut))
+            cut = dict(proposal.cut)
+            if (self.leaving and not self.abandoned and self.leave_wait is None
+                    and not session.reliable.exceeds(cut)):
+                # A graceful leaver closes its last view where its members do (virtual
+                # synchrony: it delivers the same set in it, its own last messages
+                # included), then goes; ``_check_waits`` finishes it once the cut is held.
+                session.close_at(cut, now)
+                self.leave_wait = (proposal, now)
+                self._check_waits(now)
+                return
+            self._closed_elsewhere(session.view_id, cut)
             self._lose_view(now, "left" if self.leaving else "excluded")
         elif session.view_id < proposal.view.view_id:
             self._lose_view(now, "excluded")
@@ -579,6 +594,7 @@ class MembershipLayer:
         self.promised_at = None
         self.accept_wait = None
         self.install_wait = None
+        self.leave_wait = None
         for view_id in [v for v in self.future if v <= self.durable.max_view_id]:
             self._future_count -= len(self.future.pop(view_id))
         self.future_since.clear()
@@ -604,6 +620,24 @@ class MembershipLayer:
             if session.reliable.holds(dict(proposal.cut)):
                 self.install_wait = None
                 self._install(proposal, ballot, now, closed=session)
+        if self.leave_wait is not None:
+            proposal, _ = self.leave_wait
+            if session.reliable.holds(dict(proposal.cut)):
+                self.leave_wait = None
+                self._finish_leaving(session, proposal, now)
+
+    def _finish_leaving(self, session: ViewSession, proposal: Proposal, now: float) -> None:
+        """A graceful leaver holds the cut of the view decided without it: deliver the
+        rest of its last view as the members do (the flush), then leave."""
+        before = session.messages_delivered
+        session.finish()
+        delivered = session.messages_delivered - before
+        self.flushes += 1
+        self.flush_deliveries += delivered
+        started = self.leave_started if self.leave_started is not None else now
+        self.events.append(FlushCompleted(session.view_id, delivered, now - started))
+        self._closed_elsewhere(session.view_id, dict(proposal.cut))
+        self._lose_view(now, "left")
 
     def _install(self, proposal: Proposal, ballot: Ballot, now: float, *,
                  closed: ViewSession | None) -> None:
@@ -630,7 +664,9 @@ class MembershipLayer:
         self.abandoned = False
         self._install_session(new, now)
         assert self.session is not None
-        if ballot < self.promised_here:
+        if self.leaving:
+            self.session.freeze()  # a leaver taken in regardless: still no own vertices
+        elif ballot < self.promised_here:
             # We promised a later ballot before this view was decided: our promise said
             # nothing of this view, so its coordinator may close it without us. Start it
             # frozen (no own vertices, nothing released but what the cut will bring).
@@ -841,13 +877,19 @@ class MembershipLayer:
             lease = {m.node for m in view.members} & (set(alive) | {self.node_id})
             if not has_quorum(lease, view.potential, self.cfg.expected_votes):
                 self._lose_view(now, "no_quorum")
-            elif self._stale(view.view_id, now):
+            elif self.leave_wait is None and self._stale(view.view_id, now):
                 self._lose_view(now, "excluded")
         if self.install_wait is not None and now - self.install_wait[1] > (
             4 * self.cfg.flush_timeout
         ):
             self.install_wait = None  # the cut cannot be completed here: give the view up
             self._lose_view(now, "excluded")
+        if self.leave_wait is not None and now - self.leave_wait[1] > 4 * self.cfg.flush_timeout:
+            proposal, _ = self.leave_wait  # the cut cannot be completed here: just go
+            self.leave_wait = None
+            if self.session is not None:
+                self._closed_elsewhere(self.session.view_id, dict(proposal.cut))
+            self._lose_view(now, "left")
         stuck = 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
         if (self.promised_at is not None and now - self.promised_at > stuck
                 and self.coordinator(self.alive_members(now), now) != self.node_id):
@@ -942,9 +984,15 @@ class MembershipLayer:
                 peer.refused = None
 
     def leave(self, now: float) -> None:
-        """Leave gracefully: the coordinator takes us out at once (no suspicion)."""
+        """Leave gracefully: the coordinator takes us out at once (no suspicion). No own
+        vertex follows the goodbye, so the cut the others decide holds all of ours, and
+        we deliver up to it before we go (``_excluded_by``); hand every queued message to
+        the view before calling this (what is still queued is never sent)."""
         self.leaving = True
+        self.leave_started = now
         self.next_join = now
+        if self.session is not None and self.primary:
+            self.session.freeze()
 
 
 _HANDLERS: dict[type, Callable[[MembershipLayer, int, int, object, float], None]] = {

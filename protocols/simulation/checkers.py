@@ -14,7 +14,8 @@ installed:
   only its members deliver in it;
 - agreement (virtual synchrony): the processes that install a view and its successor
   (its *complete* members) delivered the same set in it; in the last view, every live
-  process is complete;
+  process is complete; a member that left gracefully and closed its last view at the
+  cut its successor was decided with (``closed_by_leaving``) is complete in it too;
 - total order: complete members of a view deliver its ordered messages in the same
   sequence, at the same positions (counted from 0 in each view). A process that did not
   install the successor (it crashed, was excluded or left) may differ only in a tail of
@@ -99,8 +100,12 @@ class _Run:
     """Derived facts shared by the checkers."""
 
     def __init__(self, sent: Sequence[SentMessage], logs: Logs,
-                 views: Mapping[Proc, Sequence[InstalledView]], live: set[Proc]) -> None:
+                 views: Mapping[Proc, Sequence[InstalledView]], live: set[Proc],
+                 closed_by_leaving: Mapping[Proc, int] | None = None) -> None:
         self.sent = sent
+        self.leavers: dict[int, set[Proc]] = defaultdict(set)
+        for proc, view in (closed_by_leaving or {}).items():
+            self.leavers[view].add(proc)
         self.by_payload = {m.payload: m for m in sent}
         self.logs = logs
         self.views = views
@@ -139,7 +144,8 @@ class _Run:
     def _complete_uncached(self, view: int) -> set[Proc]:
         succ = self.successor.get(view)
         if succ is not None:
-            return self.installers[view] & self.installers[succ]
+            return (self.installers[view] & self.installers[succ]) | (
+                self.leavers.get(view, set()) & self.installers[view])
         return {p for p in self.installers[view] if p in self.live
                 and self.views[p] and self.views[p][-1].view == view}
 
@@ -350,15 +356,17 @@ def check_all(
     last_fault_at: float = 0.0,
     expected_votes: int | None = None,
     expect_validity: bool = True,
+    closed_by_leaving: Mapping[Proc, int] | None = None,
 ) -> dict[str, list[str]]:
     """Every checker over one run. Without ``views`` the run is static: every process
-    was in one view (0) from start to end."""
+    was in one view (0) from start to end. ``closed_by_leaving``: processes that left
+    gracefully and completed the flush of their last view (that view)."""
     procs = _as_procs(logs)
     if views is None:
         nodes = tuple(sorted(p.node for p in procs))
         views = {p: [InstalledView(0.0, 0, nodes, 0, len(nodes))] for p in procs}
     live_set = set(procs) - set(ended or {}) if live is None else set(live)
-    run = _Run(sent, procs, views, live_set)
+    run = _Run(sent, procs, views, live_set, closed_by_leaving)
     results = {
         "integrity": integrity(sent, procs),
         "views": view_consistency(run),

@@ -35,6 +35,7 @@ from amcast.protocols.events import (
     BatchDelivered,
     DatagramDropped,
     Event,
+    FlushCompleted,
     MessagesInDoubt,
     OrderGap,
     ViewInstalled,
@@ -163,6 +164,8 @@ class Cluster:
         self.in_doubt: dict[Proc, set[bytes]] = {}
         self.gaps: dict[Proc, list[OrderGap]] = {}
         self.ended: dict[Proc, float] = {}
+        self.closed_by_leaving: dict[Proc, int] = {}
+        """Graceful leavers that completed the flush of their last view (that view)."""
         """Processes that crashed or left, with the time."""
         self._known: dict[int, int] = dict.fromkeys(self.endpoints, 0)  # causal past per node
         self._by_payload: dict[bytes, SentMessage] = {}
@@ -346,6 +349,9 @@ class Cluster:
                 self.in_doubt.setdefault(proc, set()).update(ev.payloads, ev.delivered_here)
             elif isinstance(ev, OrderGap):
                 self.gaps.setdefault(proc, []).append(ev)
+            elif (isinstance(ev, FlushCompleted) and node.leaving_started
+                    and node.view is not None and ev.view == node.view.view_id):
+                self.closed_by_leaving[proc] = ev.view
         if node.left and i in self.nodes:
             self._end(i)
             return
@@ -537,6 +543,7 @@ class Cluster:
             live={self.proc(i) for i in self.nodes if i not in self.impostors},
             potential=tuple(self.members), last_fault_at=self.last_fault_at,
             expected_votes=self.config.expected_votes,
+            closed_by_leaving=self.closed_by_leaving,
         )
         violations["safe_stability"] = self.safe_violations
         return RunResult(

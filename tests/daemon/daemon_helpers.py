@@ -142,6 +142,7 @@ class FakeNode:
 
     # -- the Node surface -------------------------------------------------------------
     primary = True
+    unsent = 0
     left = False
 
     def state_to_persist(self) -> bytes | None:

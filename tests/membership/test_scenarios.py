@@ -164,6 +164,13 @@ def test_a_graceful_leave_is_much_faster_than_suspicion() -> None:
     assert t - 1.0 < 0.05
     assert events(c, 0, ViewInstalled)[-1].left == (2,)
     assert Proc(2) in c.ended and c.ended[Proc(2)] - 1.0 < 0.1
+    # the leaver closed its last view where the others did: the same set, in the same
+    # order (the agreement and total-order checkers count it as a complete member)
+    last = c.views[Proc(2)][-1].view
+    assert c.closed_by_leaving == {Proc(2): last}
+    mine = [x.payload for x in c.proc_logs[Proc(2)] if x.view == last]
+    theirs = [x.payload for x in c.proc_logs[Proc(0)] if x.view == last]
+    assert mine == theirs and mine
 
 
 @pytest.mark.parametrize("minority", [(0, 1), (4,)])

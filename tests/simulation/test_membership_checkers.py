@@ -304,3 +304,24 @@ def test_two_first_views_are_two_lines_of_primary_views() -> None:
         sent=[*SENT[:4], *SENT[5:7]],
     )
     assert run.failing()["views"]
+
+
+def _left_gracefully(p3_log: list[Delivery], closed: dict[Proc, int] | None
+                     ) -> dict[str, list[str]]:
+    """Node 3 leaves view 1 = (1, 2, 3); view 2 = (1, 2) succeeds it."""
+    w2 = InstalledView(1.0, 2, (1, 2), 1, 3)
+    logs = {P1: view1(), P2: view1(), P3: p3_log}
+    views = {P1: [V1, w2], P2: [V1, w2], P3: [V1]}
+    found = check_all(SENT[:3], logs, views, live={P1, P2}, potential=POTENTIAL,
+                      closed_by_leaving=closed)
+    return {name: v for name, v in found.items() if v}
+
+
+def test_a_graceful_leaver_that_closed_its_view_must_deliver_the_members_set() -> None:
+    assert _left_gracefully(view1(), {P3: 1}) == {}
+    # a leaver that did not complete the flush may stop short (it is not complete) ...
+    assert _left_gracefully([d(b"m0", 1, 0)], None) == {}
+    # ... one that closed the view at the cut is complete: the same set, the same order
+    assert "agreement" in _left_gracefully([d(b"m0", 1, 0)], {P3: 1})
+    swapped = [d(b"m1", 1, 0), d(b"m0", 1, 1), d(b"m2", 1, None)]
+    assert "total_order" in _left_gracefully(swapped, {P3: 1})
