@@ -152,7 +152,15 @@ async def test_sigterm_under_load_is_a_graceful_leave(run: FaultRun) -> None:
         assert view is not None
         # no suspicion timeout: the view removes it as having left, not as excluded
         assert view.frame["left"] == [1] and view.frame["excluded"] == [], view.frame
-    assert run.of(1).close_code == "shutting_down"
+    leaver = run.of(1)
+    assert leaver.close_code == "shutting_down"
+    # the leaver closed its last view where the others did: its client got every message
+    # it sent (none reported undelivered) and the same deliveries in that view
+    assert leaver.reported == set()
+    last = max(e[2] for e in leaver.timeline if e[0] == DELIVER)
+    def keys(rec: Recorder) -> list[tuple[int, int]]:
+        return [(e[4], e[5]) for e in rec.timeline if e[0] == DELIVER and e[2] == last]
+    assert keys(leaver) and keys(leaver) == keys(run.of(0))
     await finish(run)
 
 
