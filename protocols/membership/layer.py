@@ -13,7 +13,10 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
   it, agree on a cut (everything any of them released, ``cut``), repair up to it, and
   deliver the rest of the final DAG in the deterministic order ``TotalOrderEngine.close``
   gives (their earlier deliveries are prefixes of it, the ToTo rules decide only on
-  what the DAG holds). Members that install v and v+1 deliver the same set in v.
+  what the DAG holds). Members that install v and v+1 deliver the same set in v; so
+  does a member leaving gracefully: it promises like the others (after its goodbye it
+  makes no own vertex), and once the view without it is decided it closes v at the
+  same cut (``_excluded_by``, ``_finish_leaving``) before it goes.
 - Primary component: only a view with a strict majority of the potential members
   (``quorum``) is installed, and a member delivers ordered messages only while it hears
   a majority of its view (its *lease*). Without it the member abandons the view, says
