@@ -383,8 +383,11 @@ class Cluster:
 
     def _delivered(self, i: int, proc: Proc, ev: BatchDelivered) -> None:
         known = self._known[i]
-        view = self.nodes[i].view
-        closing = view is None or view.view_id != ev.view  # delivered by a view's flush
+        node = self.nodes[i]
+        view = node.view
+        # delivered by a view's flush: a member's once it installed the next view, a
+        # graceful leaver's as it closes its last view (it installs none after it)
+        closing = view is None or view.view_id != ev.view or node.left
         if ev.service is ServiceLevel.SAFE and ev.rule is not DeliveryRule.FLUSH and not closing:
             late = []
             for j, other in self.nodes.items():
