@@ -12,15 +12,21 @@ Deliveries (``ApiServer.deliver``) are grouped per client and per vertex: a clie
 its groups, written with one ``transport.write``; identical frames for several clients
 are encoded once.
 
-Backpressure, the slow-reader policy:
+Backpressure, the slow-reader policy (end-to-end flow control):
 
 1. a client whose unread deliveries exceed ``client_queue_high_bytes`` (the transport's
-   high-water mark) has its *reading paused*: its own sends stop until it catches up;
-2. past ``client_queue_max_bytes`` it gets an ``error`` frame ``slow_reader`` and is
-   disconnected (counted in ``amcast_clients_disconnected_total{reason="slow_reader"}``).
+   high-water mark) has its *reading paused* (its own sends stop until it catches up)
+   and the daemon *holds its releases* (``Backend.flow_hold``, ``Node.hold_deliveries``):
+   it acknowledges nothing more, so every sender's window closes and the whole group
+   slows to what this client reads; below the low-water mark (a quarter of it) the
+   hold ends. A client that keeps reading is never disconnected;
+2. a client that makes no progress (its queue does not shrink) for
+   ``slow_reader_timeout_s``, or whose queue passes ``client_queue_max_bytes`` (what was
+   already on its way when the hold began), gets an ``error`` frame ``slow_reader``
+   and is disconnected (counted in
+   ``amcast_clients_disconnected_total{reason="slow_reader"}``); the group goes on.
 
-Deliveries are never delayed for a slow client, so it cannot stall the cluster, and
-its queue is bounded, so it cannot exhaust memory. When the engine's window is full,
+A client's queue is bounded, so it cannot exhaust memory. When the engine's window is full,
 the daemon calls ``pause_sends``: every client's reading is paused (their sends are
 flow-controlled at the socket) until ``resume_sends``. Frames already read by then are
 still handled, in order (the daemon queues their envelopes, bounded in bytes).
@@ -50,6 +56,7 @@ import grp
 import os
 import socket
 import stat
+import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
@@ -85,6 +92,10 @@ class Backend(Protocol):
     def count_disconnect(self, reason: str) -> None: ...
 
     def forget_client(self, client_id: int) -> None: ...
+
+    def flow_hold(self, on: bool) -> None:
+        """Some client is behind (``on``) or none is any more: hold releases or not."""
+        ...
 
     def group_request(self, conn: ClientConnection, kind: str, groups: list[str], ref: Any,
                       watch: bool) -> None:
@@ -151,9 +162,11 @@ class ClientConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:  # unread deliveries above the high-water mark
         self._pause("slow_reader")
+        self.server.reader_behind(self, True)
 
-    def resume_writing(self) -> None:
+    def resume_writing(self) -> None:  # below the low-water mark again
         self._resume("slow_reader")
+        self.server.reader_behind(self, False)
 
     # ---- flow control --------------------------------------------------------------
     def _pause(self, why: str) -> None:
@@ -433,6 +446,9 @@ class ApiServer:
         self.path = config.socket
         self.closing: set[ClientConnection] = set()  # told to go, not disconnected yet
         self._all_closed: asyncio.Event | None = None
+        self.behind: dict[int, tuple[float, int]] = {}
+        """Clients above the high-water mark: (time of their last progress, the least
+        they had queued since)."""
 
     def check(self) -> None:
         """Raise ``ConfigurationError`` if ``start`` cannot serve on the path (no side
@@ -472,9 +488,47 @@ class ApiServer:
         return conn
 
     def forget(self, conn: ClientConnection) -> None:
+        if self.behind.pop(conn.id, None) is not None and not self.behind:
+            self.backend.flow_hold(False)
         if self.clients.pop(conn.id, None) is None:
             return
         self.backend.forget_client(conn.id)  # its routing goes, its groups are told
+
+    # ---- end-to-end flow control -----------------------------------------------------
+    def reader_behind(self, conn: ClientConnection, behind: bool) -> None:
+        """A client went above the high-water mark (or back below the low one)."""
+        if conn.closed:
+            return
+        was = bool(self.behind)
+        if behind:
+            self.behind[conn.id] = (time.monotonic(), conn.queued_bytes)
+        else:
+            self.behind.pop(conn.id, None)
+        if bool(self.behind) != was:
+            self.backend.flow_hold(bool(self.behind))
+
+    def check_readers(self, now: float) -> None:
+        """Periodic: disconnect a client behind that made no progress for
+        ``slow_reader_timeout_s`` (its queue did not shrink); the group goes on."""
+        timeout = self.config.slow_reader_timeout_s
+        was = bool(self.behind)
+        for client_id, (since, least) in list(self.behind.items()):
+            conn = self.clients.get(client_id)
+            if conn is None or conn.closed:
+                self.behind.pop(client_id, None)
+                continue
+            queued = conn.queued_bytes
+            if queued < least:
+                self.behind[client_id] = (now, queued)
+            elif now - since > timeout:
+                self.backend.count_disconnect("slow_reader")
+                conn.fail("slow_reader",
+                          f"read none of its {queued} bytes of queued deliveries for "
+                          f"{timeout:g} s (api.slow_reader_timeout_s)",
+                          fatal=True, counted=True)
+                self.behind.pop(client_id, None)
+        if was and not self.behind:
+            self.backend.flow_hold(False)
 
     def pause_sends(self) -> None:
         if not self.sends_paused:

@@ -110,6 +110,7 @@ class ApiSection(_Section):
     max_clients: int = Field(256, ge=1)
     client_queue_high_bytes: int = Field(4 << 20, ge=65536)
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
+    slow_reader_timeout_s: float = Field(5.0, gt=0)
     submit_queue_bytes: int = Field(64 << 20, ge=65536)
     close_grace_s: float = Field(5.0, ge=0)
 
@@ -200,7 +201,7 @@ class DaemonConfig(_Section):
     def node_config(self) -> NodeConfig:
         """The engine's ``NodeConfig`` built from ``[protocol]`` (validated, typed), its
         ``max_message_size`` derived from ``api.max_message_bytes`` (see ``limits``)."""
-        return build_node_config(self.protocol, self.api)
+        return build_node_config(self.protocol, self.api, self.network)
 
     def limits(self, node_config: NodeConfig | None = None) -> Limits:
         """The effective size limits (every one derived from ``api.max_message_bytes``)."""
@@ -245,13 +246,16 @@ def envelope_bytes(datagram_budget: int) -> int:
 
 DERIVED_PROTOCOL_KEYS = {
     "max_message_size": "it is derived from api.max_message_bytes (set that instead)",
+    "receive_buffer_bytes": "it is network.recv_buffer_bytes (set that instead)",
 }
 
 
-def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None) -> NodeConfig:
+def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None,
+                      network: NetworkSection | None = None) -> NodeConfig:
     from pydantic import TypeAdapter
 
     api = ApiSection() if api is None else api
+    network = NetworkSection() if network is None else network
     known = {f.name for f in dataclasses.fields(NodeConfig) if f.init}
     unknown = sorted(set(table) - known)
     if unknown:
@@ -263,6 +267,7 @@ def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None) -
             raise ConfigurationError(f"[protocol] {key}: not a setting: {why}")
     values = dict(table)
     values["max_message_size"] = engine_max_message_size(api, values.get("datagram_budget"))
+    values["receive_buffer_bytes"] = network.recv_buffer_bytes
     pending = values.get("max_pending_bytes")
     if pending is None:
         default = _field_default(NodeConfig, "max_pending_bytes")

@@ -77,6 +77,8 @@ class Counters:
     backpressure_events: int = 0
     own_messages_delivered: int = 0
     messages_reported_undelivered: int = 0
+    flow_holds: int = 0
+    """Times a local client fell behind and this daemon held its releases (flow control)."""
     drops: Counter[str] = dataclasses.field(default_factory=Counter)
     client_errors: Counter[str] = dataclasses.field(default_factory=Counter)
     clients_disconnected: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -227,6 +229,8 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "flushes": ("amcast_flushes_total", "views closed here by a flush (virtual synchrony)"),
     "flush_deliveries": ("amcast_flush_deliveries_total",
                          "envelopes delivered while closing a view (the rest of its DAG)"),
+    "window_losses": ("amcast_window_losses_total",
+                      "times another member's nack of our data halved the byte window"),
     "messages_in_doubt": ("amcast_envelopes_in_doubt_total",
                           "own envelopes of a view this daemon was excluded from that the "
                           "primary component did not deliver (never re-sent)"),
@@ -236,6 +240,13 @@ ENGINE_SKIPPED = frozenset({"view_id", "primary"})
 ENGINE_GAUGES: dict[str, tuple[str, str]] = {
     "pending_dag_size": ("amcast_dag_vertices", "vertices held or waiting for total order"),
     "window_occupancy": ("amcast_window_occupancy", "own unstable vertices (send window)"),
+    "window_bytes_used": ("amcast_window_bytes_used",
+                          "bytes of own data sent and not yet stable (send window)"),
+    "window_bytes": ("amcast_window_bytes",
+                     "the byte window now (halves on loss, grows back with stability)"),
+    "holding_releases": ("amcast_flow_holding",
+                         "1 while a local client reads too slowly and this daemon holds "
+                         "its releases (the group slows down to it)"),
     "pending_bytes": ("amcast_pending_bytes", "submitted bytes not yet in a datagram"),
     "retransmit_buffer": ("amcast_retransmit_buffer_vertices",
                           "vertices kept for retransmission until stable"),
@@ -305,6 +316,9 @@ class AmcastCollector(Collector):
                       t["bytes_received"])
         yield counter("amcast_backpressure_events_total", "submits refused for a full window",
                       c["backpressure_events"])
+        yield counter("amcast_flow_holds_total", "times a local client fell behind and this "
+                      "daemon held its releases until it caught up (end-to-end flow control)",
+                      c["flow_holds"])
         for name, doc, labels, values in (
             ("amcast_drops", "datagrams dropped and events not handled, by reason", "reason",
              s.drops),

@@ -829,11 +829,23 @@ class Daemon:
     def count_disconnect(self, reason: str) -> None:
         self.counters.clients_disconnected[reason] += 1
 
+    def flow_hold(self, on: bool) -> None:
+        """A client reads slower than the group delivers (``ApiServer.reader_behind``):
+        hold the engine's releases until it catches up, so the senders slow down."""
+        node = self.node
+        if node is None or not hasattr(node, "hold_deliveries"):
+            return
+        if on:
+            self.counters.flow_holds += 1
+        node.hold_deliveries(on, self.now())
+        self._request_pump()
+
     def _tick(self) -> None:
         """Periodic, on the loop: health bookkeeping, group requests that could not be
         ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
         snapshot."""
         self.groups.expire(self.now(), self.config.health.stall_after_s)
+        self.api.check_readers(time.monotonic())
         self._take_metrics_snapshot()
 
     def _take_metrics_snapshot(self) -> MetricsSnapshot:

@@ -95,6 +95,14 @@ class NodeStats:
     # gauges, refreshed when ``Node.stats`` is read
     pending_dag_size: int = 0
     window_occupancy: int = 0
+    window_bytes_used: int = 0
+    """Bytes of own data vertices sent and not yet stable."""
+    window_bytes: int = 0
+    """The byte window now (shrinks on loss, grows back with stability)."""
+    window_losses: int = 0
+    """Times another member's nack of our data halved the byte window (cumulative)."""
+    holding_releases: int = 0
+    """1 while releases are held back for a slow local consumer (``hold_deliveries``)."""
     pending_bytes: int = 0
     retransmit_buffer: int = 0
     view_id: int = 0
@@ -142,8 +150,14 @@ class Node:
             max_message_size=config.max_message_size,
         )
         self._window = SendWindow(
-            window_size=config.window_size, max_pending_bytes=config.max_pending_bytes
+            window_size=config.window_size, max_pending_bytes=config.max_pending_bytes,
+            window_bytes=config.effective_window_bytes(len(self.members)),
+            min_bytes=2 * config.datagram_budget, increase=config.datagram_budget,
+            loss_holdoff=config.nack_retry,
         )
+        self._holding = False
+        self._seen_losses = 0
+        self._seen_stable = 0
         self._batcher = Batcher()
         self._own: dict[tuple[int, int], list[tuple[bytes, ServiceLevel]]] = {}
         """Own messages by the (view, vertex seq) that completed them, until certain to be
@@ -214,6 +228,10 @@ class Node:
         session = m.session
         s.pending_dag_size = session.undelivered if session is not None else 0
         s.window_occupancy = session.reliable.unstable() if session is not None else 0
+        s.window_bytes_used = session.reliable.unstable_bytes() if session is not None else 0
+        s.window_bytes = self._window.cwnd
+        s.window_losses = self._window.losses
+        s.holding_releases = int(self._holding)
         s.pending_bytes = self._batcher.pending_bytes
         s.retransmit_buffer = sum(
             len(v) for sess in self._sessions() for v in sess.reliable.store.values()
@@ -236,13 +254,15 @@ class Node:
         service = ServiceLevel(service)
         session = self.membership.sending_session()
         unstable = session.reliable.unstable() if session is not None else 0
-        if not self._window.admits(len(payload), unstable, self._batcher.pending_bytes):
+        flight = session.reliable.unstable_bytes() if session is not None else 0
+        if not self._window.admits(len(payload), unstable, flight, self._batcher.pending_bytes):
             self._stats.backpressure_events += 1
             if not self._window.blocked:
                 self._window.blocked = True
                 self._events.append(BackpressureApplied(unstable, self._batcher.pending_bytes))
             raise BackpressureError(
                 f"window {unstable}/{self.config.window_size} vertices, "
+                f"{flight}/{self._window.cwnd} bytes, "
                 f"{self._batcher.pending_bytes} bytes queued"
             )
         self._batcher.add(payload, service)
@@ -370,9 +390,42 @@ class Node:
         m.durable_dirty = False
         return m.durable.encode()
 
+    def hold_deliveries(self, on: bool, now: float) -> None:
+        """End-to-end flow control: a local consumer (a client of the daemon) falls
+        behind. While ``on`` this member releases (and so acknowledges and delivers)
+        nothing more, so every sender's window closes within one window and the whole
+        group slows to what its slowest consumer takes; received vertices wait, bounded
+        by those windows. Its own sends stop too (``submit`` is refused with
+        ``BackpressureError`` until it lets go). A view change's flush is never held back."""
+        self._now = now
+        if on == self._holding:
+            return
+        self._holding = on
+        self._window.paused = on
+        session = self.membership.session
+        if session is not None:
+            session.hold_releases(on, now)
+
+    @property
+    def holding(self) -> bool:
+        return self._holding
+
+    def _window_clock(self, session: ViewSession | None, now: float) -> None:
+        """Feed the byte window its loss and stability signals."""
+        c = self._counters
+        if session is not None:
+            session.reliable.unstable_bytes()  # moves own_bytes_stable on
+        if c.own_losses != self._seen_losses:
+            self._seen_losses = c.own_losses
+            self._window.on_loss(now)
+        if c.own_bytes_stable != self._seen_stable:
+            self._window.on_stable(c.own_bytes_stable - self._seen_stable)
+            self._seen_stable = c.own_bytes_stable
+
     def datagrams_to_send(self) -> list[bytes]:
         now = self._now
         session = self.membership.sending_session()
+        self._window_clock(session, now)
         if session is not None and self._batcher:
             sent: list[tuple[int, list[tuple[bytes, ServiceLevel]]]] = []
             session.send_batches(self._batcher, self._window, now, sent)
@@ -382,7 +435,8 @@ class Node:
         window = self._window
         if window.blocked:
             unstable = session.reliable.unstable() if session is not None else 0
-            if window.should_release(unstable, self._batcher.pending_bytes):
+            flight = session.reliable.unstable_bytes() if session is not None else 0
+            if window.should_release(unstable, flight, self._batcher.pending_bytes):
                 window.blocked = False
                 self._events.append(BackpressureReleased(unstable, self._batcher.pending_bytes))
         out: list[Datagram | MembershipDatagram] = []
@@ -451,6 +505,8 @@ class Node:
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
             counters=self._counters, events=self._events,
         )
+        if self._holding:
+            session.hold_releases(True, now)
         return session
 
     def _view_closed(self, view_id: int, cut: dict[int, int] | None) -> None:

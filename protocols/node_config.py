@@ -39,9 +39,16 @@ class NodeConfig:
     max_pending_bytes: int = 32 * 1024 * 1024
     """Bytes submitted but not yet sent (queued behind a full window); >= max_message_size."""
 
-    # --- flow control (windows count vertices) ---
+    # --- flow control (the send window counts vertices and bytes) ---
     window_size: int = 256
     """Own unstable vertices (sent, not yet acknowledged by every member) before backpressure."""
+    window_bytes: int = 0
+    """Bytes of own unstable data vertices before backpressure (it halves on loss and grows
+    back); 0 = the receive buffer shared among the other listed members,
+    ``receive_buffer_bytes // (members - 1)``, at least two datagram budgets."""
+    receive_buffer_bytes: int = 4 * 1024 * 1024
+    """What each member's socket buffers (the daemon's ``network.recv_buffer_bytes``):
+    sizes the default byte window so that no sender can overrun a receiver."""
     receive_window: int = 1024
     """Vertices per sender held beyond the last released one; further ones are dropped."""
     max_held_vertices: int = 16_384
@@ -104,6 +111,10 @@ class NodeConfig:
             raise ConfigurationError("max_message_size must be positive")
         if self.max_pending_bytes < self.max_message_size:
             raise ConfigurationError("max_pending_bytes must be >= max_message_size")
+        if self.window_bytes < 0:
+            raise ConfigurationError("window_bytes must be >= 0 (0 = from receive_buffer_bytes)")
+        if self.receive_buffer_bytes < self.datagram_budget:
+            raise ConfigurationError("receive_buffer_bytes must hold at least one datagram")
         for name in ("window_size", "receive_window", "max_held_vertices", "max_nack_ranges",
                      "max_repair_per_nack"):
             if getattr(self, name) < 1:
@@ -124,3 +135,11 @@ class NodeConfig:
             )
         if self.expected_votes is not None and self.expected_votes < 1:
             raise ConfigurationError("expected_votes must be >= 1")
+
+    def effective_window_bytes(self, members: int) -> int:
+        """The byte window for a group of ``members`` listed members (``window_bytes``,
+        or the receive buffer shared among the others)."""
+        if self.window_bytes:
+            return self.window_bytes
+        share = self.receive_buffer_bytes // max(1, members - 1)
+        return max(2 * self.datagram_budget, share)

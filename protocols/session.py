@@ -137,7 +137,7 @@ class ViewSession:
         if reliable.frozen:
             return
         budget = self.config.datagram_budget
-        while batcher and window.can_send(reliable.unstable()):
+        while batcher and window.can_send(reliable.unstable(), reliable.unstable_bytes()):
             acks = reliable.acks_delta()
             room = budget - overhead_bound(len(acks), reliable.nack_reservation())
             service, items = batcher.next_vertex(room)
@@ -151,6 +151,13 @@ class ViewSession:
 
     def freeze(self) -> None:
         self.reliable.freeze()
+
+    def hold_releases(self, on: bool, now: float) -> None:
+        """Flow control from a slow local consumer (``ReliableLayer.hold_releases``)."""
+        self._now = now
+        released = self.reliable.hold_releases(on)
+        if released:
+            self._released(released)
 
     def close_at(self, cut: dict[int, int], now: float) -> None:
         released = self.reliable.close_at(cut, now)

@@ -126,6 +126,13 @@ class CausalReleaser:
         for origin in list(self._held):
             self._release_from(origin, out)
 
+    def set_limit_off(self, out: list[Vertex]) -> None:
+        """No limit any more (flow control let go): release what waited for it."""
+        self.limit = None
+        self.final = False
+        for origin in list(self._held):
+            self._release_from(origin, out)
+
     def held_vertices(self) -> list[Vertex]:
         """Vertices held (received, not released), in sender then sequence order."""
         return [held[seq] for _, held in sorted(self._held.items()) for seq in sorted(held)]

@@ -25,6 +25,7 @@ for members still completing the view.
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ from amcast.protocols.reliable.repair import NackTimers, RepairTimers
 from amcast.protocols.reliable.stability import AckMatrix
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
-from amcast.protocols.wire.limits import NACK_RANGE_OVERHEAD
+from amcast.protocols.wire.limits import FIXED_OVERHEAD, ITEM_OVERHEAD, NACK_RANGE_OVERHEAD
 from amcast.protocols.wire.membership import Availability, HeldVertex
 
 Drop = Callable[[str, str], None]
@@ -43,13 +44,18 @@ Drop = Callable[[str, str], None]
 class ReliableCounters:
     """Counters the layer bumps (shared with the Node's stats)."""
 
-    __slots__ = ("duplicates", "retransmissions", "vertices_released", "vertices_sent")
+    __slots__ = ("duplicates", "own_bytes_stable", "own_losses", "retransmissions",
+                 "vertices_released", "vertices_sent")
 
     def __init__(self) -> None:
         self.duplicates = 0
         self.retransmissions = 0
         self.vertices_released = 0
         self.vertices_sent = 0
+        self.own_losses = 0
+        """Nacks of our own data vertices (another member missed them): loss signals."""
+        self.own_bytes_stable = 0
+        """Bytes of own data vertices that became stable (the window's clock)."""
 
 
 class ReliableLayer:
@@ -93,6 +99,10 @@ class ReliableLayer:
         """Closed: only answers nacks (for members still completing the view)."""
         self.quiet = False
         """Abandoned: no heartbeats (the member announces itself with JOIN instead)."""
+        self._flight: deque[tuple[int, int]] = deque()  # own data vertices: (seq, bytes)
+        self._flight_bytes = 0
+        self.holding = False
+        """Releases held back (a local client reads slowly): see ``hold_releases``."""
         self._released_count = 0
         self._reported_count = 0
         self._report_due: float | None = None
@@ -105,6 +115,19 @@ class ReliableLayer:
     def unstable(self) -> int:
         """Own vertices sent but not yet acknowledged by every member."""
         return self.seq - self.acks.stable(self.node_id)
+
+    def unstable_bytes(self) -> int:
+        """Bytes of own data vertices sent but not yet acknowledged by every member."""
+        flight = self._flight
+        if flight:
+            stable = self.acks.stable(self.node_id)
+            freed = 0
+            while flight and flight[0][0] <= stable:
+                freed += flight.popleft()[1]
+            if freed:
+                self._flight_bytes -= freed
+                self.counters.own_bytes_stable += freed
+        return self._flight_bytes
 
     def acks_delta(self) -> tuple[tuple[int, int], ...]:
         return self.acks.delta_for(self.node_id, self.releaser.released)
@@ -186,6 +209,8 @@ class ReliableLayer:
             self._gc_floor[node] = stable
 
     def _on_nack(self, node: int, first: int, last: int, now: float) -> None:
+        if node == self.node_id and not self.retired and first <= self.seq:
+            self.counters.own_losses += 1
         if node != self.node_id and not self.retired:
             first_missing = self.releaser.first_missing(node)
             if first_missing is not None and first <= first_missing <= last:
@@ -208,6 +233,11 @@ class ReliableLayer:
         self.seq += 1
         v = Vertex(self.node_id, self.seq, acks, service, now, items)
         kind = Kind.DATA if items else Kind.ACK_ONLY
+        if items:
+            size = sum(len(it) if isinstance(it, bytes) else len(it.chunk) for it in items)
+            size += FIXED_OVERHEAD + ITEM_OVERHEAD * len(items)
+            self._flight.append((self.seq, size))
+            self._flight_bytes += size
         self.outq.append(Datagram(kind, self.node_id, self.view_id, self.seq, (), (v,)))
         self.counters.vertices_sent += 1
         self.releaser.release_own(v)
@@ -291,6 +321,26 @@ class ReliableLayer:
         while self._nack_queue:
             take, self._nack_queue = self._nack_queue[:cap], self._nack_queue[cap:]
             outq.append(Datagram(Kind.NACK, self.node_id, self.view_id, self.seq, tuple(take)))
+
+    # ------------------------------------------------------------------ flow control
+
+    def hold_releases(self, on: bool) -> list[Vertex]:
+        """End-to-end backpressure from a slow local consumer: while ``on``, nothing more
+        is released (received vertices wait in the hold buffer, bounded by the senders'
+        windows), so nothing more is acknowledged and every sender's window closes
+        within one window. Off: release what waited (returned, in causal order). A view
+        change's freeze and cut take precedence (the flush always completes)."""
+        released: list[Vertex] = []
+        if on == self.holding:
+            return released
+        self.holding = on
+        if self.frozen:
+            return released
+        if on:
+            self.releaser.set_limit(dict(self.releaser.released), released, final=False)
+        else:
+            self.releaser.set_limit_off(released)
+        return released
 
     # ------------------------------------------------------------------ view changes
 

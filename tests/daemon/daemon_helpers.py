@@ -157,6 +157,14 @@ class FakeNode:
 
     def leave(self, now: float) -> None:
         self.left = True
+
+    holding = False
+    holds: list[bool] = []
+
+    def hold_deliveries(self, on: bool, now: float) -> None:
+        self.holding = on
+        self.holds = [*self.holds, on]
+
     def submit(self, payload: bytes, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
                ) -> None:
         self._maybe_raise("submit")

@@ -184,7 +184,8 @@ def test_safe_message_waits_for_stability_and_holds_back_what_follows() -> None:
     ("size", "budget"), [(16 * 1024 * 1024, 65_000), (100_000, 1472), (1400, 1472)]
 )
 def test_large_messages_are_fragmented_and_reassembled(size: int, budget: int) -> None:
-    cfg = NodeConfig(group_key=KEY, datagram_budget=budget, window_size=10_000)
+    cfg = NodeConfig(group_key=KEY, datagram_budget=budget, window_size=10_000,
+                     window_bytes=1 << 30)
     cluster = Cluster(3, seed=4, node_config=cfg)
     big = random.Random(size).randbytes(size)
     cluster.submit(1, big, ServiceLevel.AGREED)
