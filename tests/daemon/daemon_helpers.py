@@ -159,11 +159,11 @@ class FakeNode:
         self.left = True
 
     holding = False
-    holds: list[bool] = []
+    holds: tuple[bool, ...] = ()
 
     def hold_deliveries(self, on: bool, now: float) -> None:
         self.holding = on
-        self.holds = [*self.holds, on]
+        self.holds = (*self.holds, on)
 
     def submit(self, payload: bytes, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
                ) -> None:
