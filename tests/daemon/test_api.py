@@ -157,9 +157,12 @@ async def test_two_nodes_deliver_identical_sequences_with_backpressure(
 async def test_slow_reader_is_disconnected_and_the_cluster_keeps_going(
     make_cluster: Any,
 ) -> None:
+    # a client that reads nothing: the group is held back for it (flow control) until
+    # slow_reader_timeout_s without progress, then it is disconnected and the group goes on
     c = await make_cluster(
-        2, api={"client_queue_high_bytes": 65536, "client_queue_max_bytes": 131072,
-                "max_message_bytes": 16384, "max_groups": 4, "max_group_name_bytes": 16},
+        2, api={"client_queue_high_bytes": 65536, "client_queue_max_bytes": 1 << 20,
+                "max_message_bytes": 16384, "max_groups": 4, "max_group_name_bytes": 16,
+                "slow_reader_timeout_s": 1.0},
     )
     sleeper = await Raw.open(c.socket(0))
     sleeper.write(encode({"t": "join", "groups": ["g"]}))
@@ -191,6 +194,8 @@ async def test_slow_reader_is_disconnected_and_the_cluster_keeps_going(
     except EOFError:
         pass
     assert frames[-1]["code"] == "slow_reader" and frames[-1]["fatal"]
+    assert "slow_reader_timeout_s" in frames[-1]["detail"]  # no progress, not the cap
+    assert c.daemons[0].counters.flow_holds >= 1
     sender.send(b"still-alive", "g")
     async for d in listener.deliveries(10):
         if d.payload == b"still-alive":
@@ -239,3 +244,39 @@ async def test_socket_permissions_metrics_logs_and_clean_stop(make_cluster: Any)
     assert [r["position"] for r in ordered] == list(range(len(ordered)))
     metrics = [json.loads(x) for x in (log_dir / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["messages_delivered"] == 3 and metrics[-1]["type"] == "metrics"
+
+
+async def test_a_slow_client_that_keeps_reading_slows_the_group_and_is_never_cut_off(
+    make_cluster: Any,
+) -> None:
+    # end-to-end flow control: deliveries outrun this client many times over; its daemon
+    # holds its releases whenever the client is behind, the senders' windows close, and
+    # the client gets every message, in order, without being disconnected
+    c = await make_cluster(
+        3, api={"client_queue_high_bytes": 65536, "client_queue_max_bytes": 1 << 20,
+                "max_message_bytes": 16384, "slow_reader_timeout_s": 30.0},
+    )
+    slow = await Client.connect(c.socket(0))
+    await slow.join("g")
+    senders = [await Client.connect(c.socket(i)) for i in (1, 2)]
+    per, size = 1500, 2000
+    for k, sender in enumerate(senders):
+        for j in range(per):
+            sender.send(f"{k}-{j}-".encode().ljust(size, b"."), "g")
+    drains = [asyncio.ensure_future(s.drain()) for s in senders]
+    got: list[bytes] = []
+    async for d in slow.deliveries(30):
+        got.append(d.payload)
+        if len(got) % 100 == 0:
+            await asyncio.sleep(0.02)  # the application's work: it reads slowly
+        if len(got) == 2 * per:
+            break
+    await asyncio.gather(*drains)
+    for k in range(2):
+        mine = [p.split(b"-")[1] for p in got if p.startswith(f"{k}-".encode())]
+        assert mine == [str(j).encode() for j in range(per)]
+    d0 = c.daemons[0]
+    assert d0.counters.clients_disconnected["slow_reader"] == 0
+    assert d0.counters.flow_holds >= 1  # it was behind, and the group waited for it
+    for cl in (slow, *senders):
+        await cl.close()
