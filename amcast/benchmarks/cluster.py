@@ -319,7 +319,8 @@ def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             raise RuntimeError(f"latency run failed: {failures[0]}")
     finally:
         cluster.stop()
-    return {"n": n, "report": reports[0], "window": w, "failures": failures}
+    return {"n": n, "report": reports[0], "receivers": reports[1:], "window": w,
+            "failures": failures}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

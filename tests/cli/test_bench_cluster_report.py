@@ -1,8 +1,11 @@
-"""``amcast bench cluster``'s figures from hand-made samples (no processes)."""
+"""``amcast bench cluster``'s figures from hand-made samples (no processes), and one short
+real run."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +23,7 @@ from amcast.benchmarks.cluster import (
     throughput_row,
     window,
 )
+from tests.cli.helpers import amcast
 
 SNMP = """Ip: Forwarding DefaultTTL InReceives
 Ip: 1 64 1000
@@ -153,3 +157,27 @@ def test_latency_row_without_samples() -> None:
     first, last = two_nodes()
     row = latency_row(8, {"latency_samples": 0}, window(first, last))
     assert row[1] == 0 and math.isnan(row[2]) and math.isnan(row[3])
+
+
+@pytest.mark.processes
+def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
+    """Three daemons, half-second windows (about 10 s in all): the figures exist and the
+    counters moved; no value is judged (the host is shared)."""
+    r = amcast("bench", "cluster", "--json", "--nodes", "3", "--duration", "0.5",
+               "--warmup", "0.5", "--latency-duration", "0.5", "--latency-warmup", "0.5",
+               "--idle", "0.5", "--latency-rate", "200", "--dir", str(short_dir / "b"),
+               timeout=120)
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert [t["columns"] for t in report["tables"]] == [
+        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
+    (run,) = report["runs"]
+    t, lat = run["throughput"], run["latency"]
+    assert t["idle_core_share_max"] >= 0
+    for w in (t["window"], lat["window"]):
+        assert w["ordered"] > 0
+        assert w["datagrams_sent"]["data"] > 0 and w["datagrams_received"]["data"] > 0
+        assert w["rcvbuf_errors"] >= 0 and len(w["core_shares"]) == 3
+    assert lat["report"]["latency_samples"] > 0
+    assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
+                                                for x in lat["receivers"])
