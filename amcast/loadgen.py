@@ -14,16 +14,19 @@ order: identical digests on two nodes mean identical sequences), and optionally 
 the sequence itself (tests). Per-message work here is the application's: the daemon
 never does it.
 
-``python -m amcast.loadgen --socket PATH ...`` runs one sender/receiver and prints a JSON
-report; ``amcast bench cluster`` starts one such process per node.
+``python -m amcast.loadgen --socket PATH ...`` runs one sender/receiver (``--receive-only``:
+a receiver that sends nothing) and prints a JSON report; ``amcast bench cluster`` starts
+one such process per node.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
+import signal
 import struct
 import sys
 import time
@@ -153,7 +156,19 @@ async def send_load(client: Client, *, group: str, size: int = 100, count: int |
     return report
 
 
+async def _receive_only(duration: float | None) -> None:
+    """Wait ``duration`` seconds, or until SIGTERM/SIGINT when it is None."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), duration)
+
+
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.receive_only:
+        args.receive = True
     client = await Client.connect(args.socket, name=f"loadgen-{args.tag}")
     report = LoadReport(node=client.node)
     receiver = Receiver(client, report, tag=args.tag)
@@ -164,7 +179,9 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     if args.start_at:
         await asyncio.sleep(max(0.0, args.start_at - time.time()))
     receiver.measure_latency = True
-    if args.rate or args.duration or args.count:
+    if args.receive_only:
+        await _receive_only(args.duration)
+    elif args.rate or args.duration or args.count:
         await send_load(client, group=args.group, size=args.size, count=args.count,
                         duration=args.duration, rate=args.rate, service=args.service,
                         tag=args.tag, report=report)
@@ -189,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--service", default="agreed")
     p.add_argument("--tag", type=int, default=0)
     p.add_argument("--receive", action="store_true")
+    p.add_argument("--receive-only", action="store_true",
+                   help="join and receive, send nothing: for --duration seconds (then "
+                        "--linger), or until SIGTERM/SIGINT without --duration")
     p.add_argument("--linger", type=float, default=0.5, help="keep receiving after sending (s)")
     p.add_argument("--start-at", type=float, default=0.0, help="unix time to start sending at")
     args = p.parse_args(argv)

@@ -56,7 +56,13 @@ from amcast.daemon.api import ApiServer, ClientConnection
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.groups import Groups
 from amcast.daemon.logs import DeliveryLog
-from amcast.daemon.metrics import Counters, Metrics, MetricsSnapshot, engine_stats
+from amcast.daemon.metrics import (
+    Counters,
+    Metrics,
+    MetricsSnapshot,
+    engine_kinds,
+    engine_stats,
+)
 from amcast.daemon.notify import Notifier
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
@@ -820,8 +826,17 @@ class Daemon:
                 "clients_disconnected": dict(c.clients_disconnected),
             },
             "engine": engine,
+            "datagrams": self.datagrams_by_kind(),
             "group_membership": self.groups.status(),
         }
+
+    def datagrams_by_kind(self) -> dict[str, dict[str, int]]:
+        """``{"sent": {kind: n}, "received": {kind: n}}``: the engine's cumulative datagram
+        counters by kind (data, ack_only, heartbeat, nack, repair, membership); empty
+        dicts before the engine exists."""
+        kinds = engine_kinds(self.node.stats if self.node is not None else None)
+        return {"sent": kinds.get("datagrams_sent", {}),
+                "received": kinds.get("datagrams_received", {})}
 
     def count_client_error(self, code: str) -> None:
         self.counters.client_errors[code] += 1

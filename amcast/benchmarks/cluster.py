@@ -2,18 +2,35 @@
 
 Theory of operation, for each N in ``--nodes`` (default 4 and 8):
 
-1. *Throughput run*: start N daemons (``LocalCluster``), then one load-generator process
-   per node (``python -m amcast.loadgen``) sending ``--size``-byte ``agreed`` messages as
-   fast as flow control allows for warm-up + ``--duration`` seconds (with ``--receive``,
-   the default, each client also joins the group and consumes every delivery). After
-   the warm-up and at the end, the bench samples every daemon's ``status`` (messages
-   delivered, its clock) and its CPU time (``/proc/PID/stat``). Each message is ordered
-   once and delivered once per node, so a node's delivered-messages rate *is* the
-   ordered distinct-messages rate it sees; the slowest node bounds the cluster. CPU
-   seconds per message = all daemons' CPU seconds / messages ordered (slowest node).
-2. *Latency run*: a fresh cluster, one client on node 0 sending ``--latency-rate``
-   messages/s (default 1,000) for ``--latency-duration`` seconds; the client measures
-   send-to-delivery latency of its own messages (p50/p99) at the sender.
+1. *Idle run* (``--idle`` seconds, default 5; 0 skips): start N daemons
+   (``LocalCluster``) and, before any client connects, sample every daemon's CPU time
+   (``/proc/PID/stat``) and its ``status`` at the start and end of the idle window; a
+   daemon's share of a core is its CPU seconds / the window's seconds (its clock); the
+   table shows the largest (heartbeats and timers only).
+2. *Throughput run*, on the same daemons: one load-generator process per node
+   (``python -m amcast.loadgen``) sending ``--size``-byte ``agreed`` messages as fast as
+   flow control allows for warm-up + ``--duration`` seconds (with ``--receive``, the
+   default, each client also joins the group and consumes every delivery). After the
+   warm-up and at the end, the bench *samples* every daemon: its ``status`` (messages
+   delivered, its clock, the engine's counters, ``datagrams`` sent and received by kind)
+   and its CPU time, plus the load generators' CPU time and the host's UDP
+   ``RcvbufErrors`` (``/proc/net/snmp``: the daemons run in this process's network
+   namespace). Each message is ordered once and delivered once per node, so a node's
+   delivered-messages rate *is* the ordered distinct-messages rate it sees; the slowest
+   node bounds the cluster, and its delivered delta is the window's *ordered messages*.
+3. *Latency run*: a fresh cluster, one client on node 0 sending ``--latency-rate``
+   messages/s (default 1,000) for ``--latency-warmup`` (1 s) + ``--latency-duration``
+   seconds, and a receive-only client (``--receive-only``) on every other node, so that,
+   as in W1, all N members joined and each receives every message. The sender measures
+   send-to-delivery latency of its own messages (p50/p99, the whole run); the daemons
+   are sampled as in 2 after the warm-up and at the end of sending (light load).
+
+Figures of a window (``window()``, pure, from two samples): ordered messages; daemon CPU
+seconds (all daemons), per ordered message, and each daemon's share of a core; datagrams
+sent and received by kind (summed over all daemons) per ordered message;
+retransmissions (``engine.retransmissions`` delta) as a percentage of data datagrams
+sent; receive-buffer drops (``RcvbufErrors`` delta, host-wide: anything else on the
+host counts too).
 
 Every load is bounded in time; traffic stays on 127.0.0.1 and a 239.255.x.y group.
 """
@@ -21,12 +38,14 @@ Every load is bounded in time; traffic stays on 127.0.0.1 and a 239.255.x.y grou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +55,9 @@ from amcast.localcluster import LocalCluster
 NAME = "cluster"
 HELP = "W1: N daemons on loopback multicast, ordered msgs/s, CPU s/msg, latency p50/p99"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+KINDS = ("data", "ack_only", "heartbeat", "nack", "repair", "membership")
+"""Datagram kinds, in table order (``protocols.wire.codec.KIND_NAMES``)."""
+SNMP = "/proc/net/snmp"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,17 +68,139 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-receive", dest="receive", action="store_false",
                    help="clients only send (do not join the group and consume deliveries)")
     p.add_argument("--latency-rate", type=float, default=1000.0)
-    p.add_argument("--latency-duration", type=float, default=5.0)
+    p.add_argument("--latency-duration", type=float, default=5.0,
+                   help="measured seconds of the latency run (default 5)")
+    p.add_argument("--latency-warmup", type=float, default=1.0,
+                   help="seconds of the latency run before measuring (default 1)")
     p.add_argument("--skip-latency", action="store_true")
+    p.add_argument("--idle", type=float, default=5.0,
+                   help="seconds of idle CPU measurement before the throughput load "
+                        "(default 5; 0 skips)")
     p.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
                    help="[protocol] setting for every daemon (repeatable)")
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: a temp dir)")
+
+
+# ---- pure computations (tested with hand-made samples) --------------------------------
+
+
+def rcvbuf_errors(snmp: str) -> int:
+    """``Udp: ... RcvbufErrors`` from the text of ``/proc/net/snmp`` (a header line and a
+    values line, both starting ``Udp:``)."""
+    udp = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Udp:")]
+    if len(udp) < 2 or "RcvbufErrors" not in udp[0]:
+        raise ValueError("no Udp RcvbufErrors in /proc/net/snmp")
+    return int(udp[1][udp[0].index("RcvbufErrors")])
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else float("nan")
+
+
+def kind_deltas(first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]],
+                direction: str) -> dict[str, int]:
+    """Datagrams ``direction`` ("sent" or "received") in the window, by kind, summed over
+    all daemons (kinds a daemon does not report count 0)."""
+    out = dict.fromkeys(KINDS, 0)
+    for a, b in zip(first, last, strict=True):
+        before, after = a["datagrams"][direction], b["datagrams"][direction]
+        for kind in set(before) | set(after) | set(KINDS):
+            out[kind] = out.get(kind, 0) + int(after.get(kind, 0)) - int(before.get(kind, 0))
+    return out
+
+
+def window(first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]], *,
+           rcvbuf: tuple[int, int] | None = None,
+           clients_cpu: tuple[float, float] | None = None) -> dict[str, Any]:
+    """The figures of one measured window from two ``sample()`` lists (one dict per
+    daemon: ``now``, ``delivered``, ``cpu``, ``engine``, ``datagrams``), the
+    ``RcvbufErrors`` before and after, and the clients' CPU seconds before and after."""
+    pairs = list(zip(first, last, strict=True))
+    seconds = [b["now"] - a["now"] for a, b in pairs]
+    delivered = [b["delivered"] - a["delivered"] for a, b in pairs]
+    cpu = [b["cpu"] - a["cpu"] for a, b in pairs]
+    ordered = min(delivered)
+    sent, received = kind_deltas(first, last, "sent"), kind_deltas(first, last, "received")
+    retrans = sum(int(b["engine"].get("retransmissions", 0))
+                  - int(a["engine"].get("retransmissions", 0)) for a, b in pairs)
+    daemon_cpu = sum(cpu)
+    return {
+        "seconds": max(seconds),
+        "ordered": ordered,
+        "rates": [_ratio(d, s) for d, s in zip(delivered, seconds, strict=True)],
+        "daemon_cpu_s": daemon_cpu,
+        "cpu_per_msg_s": _ratio(daemon_cpu, ordered),
+        "core_shares": [_ratio(c, s) for c, s in zip(cpu, seconds, strict=True)],
+        "clients_cpu_s": None if clients_cpu is None else clients_cpu[1] - clients_cpu[0],
+        "datagrams_sent": sent,
+        "datagrams_received": received,
+        "sent_per_msg": {k: _ratio(v, ordered) for k, v in sent.items()},
+        "received_per_msg": {k: _ratio(v, ordered) for k, v in received.items()},
+        "retransmissions": retrans,
+        "retransmitted_pct": 100.0 * _ratio(retrans, sent["data"]),
+        "rcvbuf_errors": None if rcvbuf is None else rcvbuf[1] - rcvbuf[0],
+    }
+
+
+def idle_share(first: Sequence[Mapping[str, Any]],
+               last: Sequence[Mapping[str, Any]]) -> float:
+    """The largest daemon's share of a core (CPU seconds / seconds) between two samples."""
+    return max(_ratio(b["cpu"] - a["cpu"], b["now"] - a["now"])
+               for a, b in zip(first, last, strict=True))
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100.0 * x
+
+
+def throughput_row(n: int, w: Mapping[str, Any], *, drops: int,
+                   idle: float | None) -> list[Any]:
+    rates = w["rates"]
+    return [n, min(rates), sum(rates) / len(rates), w["cpu_per_msg_s"] * 1e6,
+            w["daemon_cpu_s"], w["clients_cpu_s"], w["retransmissions"],
+            w["retransmitted_pct"], w["rcvbuf_errors"], drops, _pct(idle)]
+
+
+THROUGHPUT_COLUMNS = ["N", "slowest msgs/s", "mean msgs/s", "CPU us/msg", "daemon CPU s",
+                      "client CPU s", "retransmissions", "retrans % of data",
+                      "rcvbuf errors", "drops", "idle core % (max daemon)"]
+
+
+def latency_row(n: int, report: Mapping[str, Any], w: Mapping[str, Any]) -> list[Any]:
+    shares = w["core_shares"]
+    return [n, report.get("latency_samples", 0),
+            report.get("latency_p50_s", float("nan")) * 1e3,
+            report.get("latency_p99_s", float("nan")) * 1e3,
+            w["ordered"], w["daemon_cpu_s"], w["cpu_per_msg_s"] * 1e6,
+            100.0 * max(shares), 100.0 * sum(shares) / len(shares), w["clients_cpu_s"],
+            w["retransmitted_pct"], w["rcvbuf_errors"]]
+
+
+LATENCY_COLUMNS = ["N", "samples", "p50 ms", "p99 ms", "ordered msgs", "daemon CPU s",
+                   "CPU us/msg", "core % (max daemon)", "core % (mean daemon)",
+                   "client CPU s", "retrans % of data", "rcvbuf errors"]
+
+
+def datagram_row(n: int, load: str, w: Mapping[str, Any], direction: str) -> list[Any]:
+    per = w[f"{direction}_per_msg"]
+    return [n, load, *(per[k] for k in KINDS), sum(per[k] for k in KINDS)]
+
+
+DATAGRAM_COLUMNS = ["N", "load", *KINDS, "total"]
+
+
+# ---- sampling and running ------------------------------------------------------------
 
 
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def read_rcvbuf_errors() -> int:
+    with open(SNMP) as fh:
+        return rcvbuf_errors(fh.read())
 
 
 def protocol_settings(pairs: list[str]) -> dict[str, Any]:
@@ -73,8 +217,18 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
         assert n.pid is not None
         out.append({"now": st["now"], "delivered": st["counters"]["messages_delivered"],
                     "cpu": cpu_seconds(n.pid), "drops": st["counters"]["drops"],
-                    "engine": st["engine"]})
+                    "engine": st["engine"],
+                    "datagrams": st.get("datagrams", {"sent": {}, "received": {}})})
     return out
+
+
+def clients_cpu(procs: list[subprocess.Popen[str]]) -> float:
+    total = 0.0
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(OSError):  # exited between the poll and the read
+                total += cpu_seconds(p.pid)
+    return total
 
 
 def _loadgen(socket: str, tag: int, extra: list[str]) -> subprocess.Popen[str]:
@@ -101,11 +255,33 @@ def _finish(procs: list[subprocess.Popen[str]],
     return reports, failures
 
 
+def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
+             start: float, warmup: float, end: float) -> dict[str, Any]:
+    """Sample at ``start + warmup`` and at ``end`` (monotonic); the window's figures."""
+    time.sleep(max(0.0, start + warmup - time.monotonic()))
+    rcv0, cli0, first = read_rcvbuf_errors(), clients_cpu(procs), sample(cluster)
+    time.sleep(max(0.0, end - time.monotonic()))
+    last, cli1, rcv1 = sample(cluster), clients_cpu(procs), read_rcvbuf_errors()
+    w = window(first, last, rcvbuf=(rcv0, rcv1), clients_cpu=(cli0, cli1))
+    w["drops"] = {}
+    for s in last:
+        for k, v in s["drops"].items():
+            w["drops"][k] = w["drops"].get(k, 0) + v
+    return w
+
+
 def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"throughput-n{n}", protocol=protocol_settings(args.protocol))
     print(f"[bench cluster] N={n}: starting daemons ...", file=sys.stderr, flush=True)
     cluster.start()
     try:
+        idle = None
+        if args.idle > 0:
+            print(f"[bench cluster] N={n}: idle for {args.idle:.0f} s ...",
+                  file=sys.stderr, flush=True)
+            first = sample(cluster)
+            time.sleep(args.idle)
+            idle = idle_share(first, sample(cluster))
         total = args.warmup + args.duration
         extra = ["--duration", str(total), "--size", str(args.size), "--linger", "0"]
         if args.receive:
@@ -114,50 +290,37 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         start = time.monotonic()
         print(f"[bench cluster] N={n}: {n} senders for {total:.0f} s "
               f"(warm-up {args.warmup:.0f} s) ...", file=sys.stderr, flush=True)
-        time.sleep(args.warmup)
-        first = sample(cluster)
-        time.sleep(max(0.0, start + total - time.monotonic()))
-        last = sample(cluster)
-        load_cpu = sum(cpu_seconds(p.pid) for p in procs if p.poll() is None)
-        wall = time.monotonic() - start
+        w = _measure(cluster, procs, start, args.warmup, start + total)
         reports, failures = _finish(procs, timeout=60)
     finally:
         cluster.stop()
-    rates = [(b["delivered"] - a["delivered"]) / (b["now"] - a["now"])
-             for a, b in zip(first, last, strict=True)]
-    ordered = min(b["delivered"] - a["delivered"] for a, b in zip(first, last, strict=True))
-    cpu = sum(b["cpu"] - a["cpu"] for a, b in zip(first, last, strict=True))
-    drops: dict[str, int] = {}
-    for s in last:
-        for k, v in s["drops"].items():
-            drops[k] = drops.get(k, 0) + v
-    return {
-        "n": n, "rates": rates, "slowest": min(rates), "mean": sum(rates) / len(rates),
-        "cpu_per_msg": cpu / ordered if ordered else float("nan"),
-        "daemon_cpu_s": cpu, "loadgen_cpu_s": load_cpu, "wall_s": wall,
-        "sent": sum(r["sent"] for r in reports), "drops": drops,
-        "retransmissions": sum(int(s["engine"].get("retransmissions", 0)) for s in last),
-        "failures": failures,
-    }
+    return {"n": n, "window": w, "idle_core_share_max": idle,
+            "sent": sum(r["sent"] for r in reports), "failures": failures}
 
 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol))
+    total = args.latency_warmup + args.latency_duration
     print(f"[bench cluster] N={n}: latency run, {args.latency_rate:.0f} msgs/s from node 0 for "
-          f"{args.latency_duration:.0f} s ...", file=sys.stderr, flush=True)
+          f"{total:.0f} s (warm-up {args.latency_warmup:.0f} s) ...", file=sys.stderr, flush=True)
     cluster.start()
     try:
-        proc = _loadgen(cluster.sockets[0], 0, [
-            "--rate", str(args.latency_rate), "--duration", str(args.latency_duration),
+        # receivers first (they join while the sender starts), then the sender
+        procs = [_loadgen(s, i, ["--receive-only", "--duration", str(total), "--linger", "0.5"])
+                 for i, s in enumerate(cluster.sockets) if i > 0]
+        procs.insert(0, _loadgen(cluster.sockets[0], 0, [
+            "--rate", str(args.latency_rate), "--duration", str(total),
             "--size", str(args.size), "--receive", "--linger", "0.5",
-        ])
-        reports, failures = _finish([proc], timeout=args.latency_duration + 60)
-        if failures:
+        ]))
+        start = time.monotonic()
+        w = _measure(cluster, procs, start, args.latency_warmup, start + total)
+        reports, failures = _finish(procs, timeout=total + 60)
+        if failures and failures[0].startswith("load generator 0 "):
             raise RuntimeError(f"latency run failed: {failures[0]}")
-        (report,) = reports
     finally:
         cluster.stop()
-    return report
+    return {"n": n, "report": reports[0], "receivers": reports[1:], "window": w,
+            "failures": failures}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -168,41 +331,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         base = Path(tmp.name)
     else:
         base = args.dir
-    rows, lat_rows = [], []
+    rows, lat_rows, sent_rows, recv_rows = [], [], [], []
+    runs: list[dict[str, Any]] = []
     figures: dict[str, Any] = {}
-    notes = [f"{os.cpu_count()} CPUs shared by all daemons and load generators"]
+    notes = [f"{os.cpu_count()} CPUs shared by all daemons and load generators",
+             "rcvbuf errors: UDP RcvbufErrors of the whole host (/proc/net/snmp) in the window"]
     try:
         for n in sizes:
             t = throughput(n, args, base)
-            rows.append([n, t["slowest"], t["mean"], t["cpu_per_msg"] * 1e6, t["daemon_cpu_s"],
-                         t["loadgen_cpu_s"] / t["wall_s"] * args.duration, t["retransmissions"],
-                         sum(t["drops"].values())])
-            figures[f"N={n} ordered msgs/s (slowest node)"] = t["slowest"]
-            figures[f"N={n} per-node msgs/s"] = ", ".join(f"{r:,.0f}" for r in t["rates"])
-            figures[f"N={n} CPU s/msg (all daemons)"] = t["cpu_per_msg"]
+            w = t["window"]
+            rows.append(throughput_row(n, w, drops=sum(w["drops"].values()),
+                                       idle=t["idle_core_share_max"]))
+            sent_rows.append(datagram_row(n, "saturation", w, "sent"))
+            recv_rows.append(datagram_row(n, "saturation", w, "received"))
+            figures[f"N={n} ordered msgs/s (slowest node)"] = min(w["rates"])
+            figures[f"N={n} per-node msgs/s"] = ", ".join(f"{r:,.0f}" for r in w["rates"])
+            figures[f"N={n} CPU s/msg (all daemons)"] = w["cpu_per_msg_s"]
             notes.extend(f"N={n}: {line}" for line in t["failures"])
+            run_: dict[str, Any] = {"n": n, "throughput": t}
             if not args.skip_latency:
                 lat = latency(n, args, base)
-                p50 = lat.get("latency_p50_s", float("nan")) * 1e3
-                p99 = lat.get("latency_p99_s", float("nan")) * 1e3
-                lat_rows.append([n, lat["latency_samples"], p50, p99])
-                figures[f"N={n} latency p50 ms"] = p50
-                figures[f"N={n} latency p99 ms"] = p99
+                lw = lat["window"]
+                lat_rows.append(latency_row(n, lat["report"], lw))
+                sent_rows.append(datagram_row(n, "light", lw, "sent"))
+                recv_rows.append(datagram_row(n, "light", lw, "received"))
+                figures[f"N={n} latency p50 ms"] = lat_rows[-1][2]
+                figures[f"N={n} latency p99 ms"] = lat_rows[-1][3]
+                figures[f"N={n} light-load daemon core %"] = ", ".join(
+                    f"{100 * x:.1f}" for x in lw["core_shares"])
+                notes.extend(f"N={n} latency run: {line}" for line in lat["failures"])
+                run_["latency"] = lat
+            runs.append(run_)
     finally:
         if tmp is not None:
             tmp.cleanup()
+    lat_title = f"{args.latency_rate:.0f} msgs/s from node 0"
     return {
         "title": f"amcast bench cluster (W1): {args.size}-byte agreed messages, every node "
                  f"sending, {args.duration:.0f} s after {args.warmup:.0f} s warm-up"
                  f"{'' if args.receive else ', clients not receiving'}",
         "tables": [
-            {"title": "throughput", "columns": ["N", "slowest msgs/s", "mean msgs/s",
-                                                "CPU us/msg", "daemon CPU s", "client CPU s",
-                                                "retransmissions", "drops"], "rows": rows},
-            *([{"title": f"latency at the sender ({args.latency_rate:.0f} msgs/s from node 0)",
-                "columns": ["N", "samples", "p50 ms", "p99 ms"], "rows": lat_rows}]
-              if lat_rows else []),
+            {"title": "throughput (saturation)", "columns": THROUGHPUT_COLUMNS, "rows": rows},
+            *([{"title": f"light load ({lat_title}, every node receiving; latency at the "
+                         f"sender, the rest over {args.latency_duration:.0f} s after "
+                         f"{args.latency_warmup:.0f} s warm-up)",
+                "columns": LATENCY_COLUMNS, "rows": lat_rows}] if lat_rows else []),
+            {"title": "datagrams sent per ordered message (all daemons), by kind",
+             "columns": DATAGRAM_COLUMNS, "rows": sent_rows},
+            {"title": "datagrams received per ordered message (all daemons), by kind",
+             "columns": DATAGRAM_COLUMNS, "rows": recv_rows},
         ],
         "figures": figures,
         "notes": notes,
+        "runs": runs,
     }

@@ -1,0 +1,183 @@
+"""``amcast bench cluster``'s figures from hand-made samples (no processes), and one short
+real run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from amcast.benchmarks.cluster import (
+    DATAGRAM_COLUMNS,
+    KINDS,
+    LATENCY_COLUMNS,
+    THROUGHPUT_COLUMNS,
+    datagram_row,
+    idle_share,
+    kind_deltas,
+    latency_row,
+    rcvbuf_errors,
+    throughput_row,
+    window,
+)
+from tests.cli.helpers import amcast
+
+SNMP = """Ip: Forwarding DefaultTTL InReceives
+Ip: 1 64 1000
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 5000 3 12 4000 7 0 0 2 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 99 0 0 0 0
+"""  # noqa: E501 (the kernel's lines)
+
+
+def node(now: float, delivered: int, cpu: float, *, retrans: int = 0,
+         sent: dict[str, int] | None = None,
+         received: dict[str, int] | None = None) -> dict[str, Any]:
+    return {"now": now, "delivered": delivered, "cpu": cpu, "drops": {},
+            "engine": {"retransmissions": retrans},
+            "datagrams": {"sent": sent or {}, "received": received or {}}}
+
+
+def two_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    first = [
+        node(100.0, 1000, 5.0, retrans=1,
+             sent={"data": 10, "ack_only": 5, "heartbeat": 3},
+             received={"data": 20, "ack_only": 4}),
+        node(100.5, 900, 6.0, retrans=0,
+             sent={"data": 12, "ack_only": 6},
+             received={"data": 15}),
+    ]
+    last = [
+        node(102.0, 3000, 5.5, retrans=4,
+             sent={"data": 110, "ack_only": 45, "heartbeat": 3, "nack": 2},
+             received={"data": 220, "ack_only": 84, "repair": 3}),
+        node(102.5, 2900, 7.0, retrans=2,
+             sent={"data": 112, "ack_only": 66, "repair": 5},
+             received={"data": 215, "membership": 1}),
+    ]
+    return first, last
+
+
+def test_rcvbuf_errors_reads_the_udp_line_not_udplite() -> None:
+    assert rcvbuf_errors(SNMP) == 7
+
+
+def test_rcvbuf_errors_without_the_udp_lines_is_an_error() -> None:
+    with pytest.raises(ValueError, match="RcvbufErrors"):
+        rcvbuf_errors("Ip: Forwarding\nIp: 1\n")
+
+
+def test_kind_deltas_sum_over_daemons_and_fill_every_kind() -> None:
+    first, last = two_nodes()
+    assert kind_deltas(first, last, "sent") == {
+        "data": 200, "ack_only": 100, "heartbeat": 0, "nack": 2, "repair": 5, "membership": 0,
+    }
+    assert kind_deltas(first, last, "received") == {
+        "data": 400, "ack_only": 80, "heartbeat": 0, "nack": 0, "repair": 3, "membership": 1,
+    }
+
+
+def test_window_per_ordered_message_uses_the_slowest_node() -> None:
+    first, last = two_nodes()
+    w = window(first, last, rcvbuf=(7, 10), clients_cpu=(1.0, 1.25))
+    assert w["ordered"] == 2000  # both delivered 2000: the slowest
+    assert w["seconds"] == 2.0
+    assert w["rates"] == [1000.0, 1000.0]
+    assert w["daemon_cpu_s"] == pytest.approx(1.5)
+    assert w["cpu_per_msg_s"] == pytest.approx(1.5 / 2000)
+    assert w["core_shares"] == pytest.approx([0.25, 0.5])
+    assert w["clients_cpu_s"] == pytest.approx(0.25)
+    assert w["sent_per_msg"]["data"] == pytest.approx(0.1)
+    assert w["sent_per_msg"]["ack_only"] == pytest.approx(0.05)
+    assert w["received_per_msg"]["data"] == pytest.approx(0.2)
+    assert w["retransmissions"] == 5
+    assert w["retransmitted_pct"] == pytest.approx(2.5)  # 5 of 200 data datagrams
+    assert w["rcvbuf_errors"] == 3
+
+
+def test_window_slowest_node_bounds_ordered_messages() -> None:
+    first = [node(0.0, 0, 0.0), node(0.0, 0, 0.0)]
+    last = [node(1.0, 500, 0.1, sent={"data": 50}), node(1.0, 400, 0.1, sent={"data": 50})]
+    w = window(first, last)
+    assert w["ordered"] == 400
+    assert w["sent_per_msg"]["data"] == pytest.approx(0.25)
+    assert w["rcvbuf_errors"] is None and w["clients_cpu_s"] is None
+
+
+def test_window_with_nothing_ordered_or_sent_gives_nan_not_an_error() -> None:
+    first = [node(0.0, 10, 0.0)]
+    last = [node(1.0, 10, 0.01)]
+    w = window(first, last)
+    assert w["ordered"] == 0
+    assert math.isnan(w["cpu_per_msg_s"])
+    assert math.isnan(w["retransmitted_pct"])
+    assert all(math.isnan(v) for v in w["sent_per_msg"].values())
+
+
+def test_samples_without_per_kind_counters_count_zero() -> None:
+    """A daemon whose status has empty ``datagrams`` dicts (engine not started)."""
+    first, last = [node(0.0, 0, 0.0)], [node(1.0, 10, 0.0)]
+    assert window(first, last)["datagrams_sent"] == dict.fromkeys(KINDS, 0)
+
+
+def test_idle_share_is_the_busiest_daemon() -> None:
+    first = [node(10.0, 0, 1.0), node(10.0, 0, 2.0), node(10.0, 0, 3.0)]
+    last = [node(12.0, 0, 1.02), node(12.0, 0, 2.1), node(12.0, 0, 3.0)]
+    assert idle_share(first, last) == pytest.approx(0.05)
+
+
+def test_table_rows_match_their_columns() -> None:
+    first, last = two_nodes()
+    w = window(first, last, rcvbuf=(0, 2), clients_cpu=(0.0, 0.5))
+    row = throughput_row(4, w, drops=3, idle=0.015)
+    assert len(row) == len(THROUGHPUT_COLUMNS)
+    assert row[:3] == [4, 1000.0, 1000.0]
+    assert row[3] == pytest.approx(750.0)  # CPU us/msg
+    assert row[-3:] == [2, 3, pytest.approx(1.5)]
+    assert throughput_row(4, w, drops=0, idle=None)[-1] is None
+
+    report = {"latency_samples": 99, "latency_p50_s": 0.001, "latency_p99_s": 0.004}
+    lrow = latency_row(4, report, w)
+    assert len(lrow) == len(LATENCY_COLUMNS)
+    assert lrow[:5] == [4, 99, pytest.approx(1.0), pytest.approx(4.0), 2000]
+    assert lrow[7:9] == [pytest.approx(50.0), pytest.approx(37.5)]  # core % max, mean
+    assert lrow[-2:] == [pytest.approx(2.5), 2]
+
+    drow = datagram_row(4, "light", w, "sent")
+    assert len(drow) == len(DATAGRAM_COLUMNS)
+    assert drow[:3] == [4, "light", pytest.approx(0.1)]
+    assert drow[-1] == pytest.approx(307 / 2000)
+
+
+def test_latency_row_without_samples() -> None:
+    first, last = two_nodes()
+    row = latency_row(8, {"latency_samples": 0}, window(first, last))
+    assert row[1] == 0 and math.isnan(row[2]) and math.isnan(row[3])
+
+
+@pytest.mark.processes
+def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
+    """Three daemons, half-second windows (about 10 s in all): the figures exist and the
+    counters moved; no value is judged (the host is shared)."""
+    r = amcast("bench", "cluster", "--json", "--nodes", "3", "--duration", "0.5",
+               "--warmup", "0.5", "--latency-duration", "0.5", "--latency-warmup", "0.5",
+               "--idle", "0.5", "--latency-rate", "200", "--dir", str(short_dir / "b"),
+               timeout=120)
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert [t["columns"] for t in report["tables"]] == [
+        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
+    (run,) = report["runs"]
+    t, lat = run["throughput"], run["latency"]
+    assert t["idle_core_share_max"] >= 0
+    for w in (t["window"], lat["window"]):
+        assert w["ordered"] > 0
+        assert w["datagrams_sent"]["data"] > 0 and w["datagrams_received"]["data"] > 0
+        assert w["rcvbuf_errors"] >= 0 and len(w["core_shares"]) == 3
+    assert lat["report"]["latency_samples"] > 0
+    assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
+                                                for x in lat["receivers"])
