@@ -153,17 +153,27 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else 100.0 * x
 
 
+def send_spread(sent: list[int]) -> float | None:
+    """Fairness of the closed loop: the most any member sent over the least (1 = equal)."""
+    if not sent or min(sent) <= 0:
+        return None
+    return max(sent) / min(sent)
+
+
 def throughput_row(n: int, w: Mapping[str, Any], *, drops: int,
-                   idle: float | None) -> list[Any]:
+                   idle: float | None, sent: list[int] | None = None,
+                   disconnected: int = 0) -> list[Any]:
     rates = w["rates"]
     return [n, min(rates), sum(rates) / len(rates), w["cpu_per_msg_s"] * 1e6,
             w["daemon_cpu_s"], w["clients_cpu_s"], w["retransmissions"],
-            w["retransmitted_pct"], w["rcvbuf_errors"], drops, _pct(idle)]
+            w["retransmitted_pct"], w["rcvbuf_errors"], drops,
+            send_spread(sent or []), disconnected, _pct(idle)]
 
 
 THROUGHPUT_COLUMNS = ["N", "slowest msgs/s", "mean msgs/s", "CPU us/msg", "daemon CPU s",
                       "client CPU s", "retransmissions", "retrans % of data",
-                      "rcvbuf errors", "drops", "idle core % (max daemon)"]
+                      "rcvbuf errors", "drops", "send max/min", "clients cut off",
+                      "idle core % (max daemon)"]
 
 
 def latency_row(n: int, report: Mapping[str, Any], w: Mapping[str, Any]) -> list[Any]:
@@ -295,7 +305,8 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     finally:
         cluster.stop()
     return {"n": n, "window": w, "idle_core_share_max": idle,
-            "sent": sum(r["sent"] for r in reports), "failures": failures}
+            "sent": sum(r["sent"] for r in reports),
+            "sent_per_member": [r["sent"] for r in reports], "failures": failures}
 
 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
@@ -341,7 +352,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             t = throughput(n, args, base)
             w = t["window"]
             rows.append(throughput_row(n, w, drops=sum(w["drops"].values()),
-                                       idle=t["idle_core_share_max"]))
+                                       idle=t["idle_core_share_max"],
+                                       sent=t["sent_per_member"],
+                                       disconnected=len(t["failures"])))
             sent_rows.append(datagram_row(n, "saturation", w, "sent"))
             recv_rows.append(datagram_row(n, "saturation", w, "received"))
             figures[f"N={n} ordered msgs/s (slowest node)"] = min(w["rates"])

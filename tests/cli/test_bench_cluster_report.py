@@ -20,6 +20,7 @@ from amcast.benchmarks.cluster import (
     kind_deltas,
     latency_row,
     rcvbuf_errors,
+    send_spread,
     throughput_row,
     window,
 )
@@ -133,11 +134,12 @@ def test_idle_share_is_the_busiest_daemon() -> None:
 def test_table_rows_match_their_columns() -> None:
     first, last = two_nodes()
     w = window(first, last, rcvbuf=(0, 2), clients_cpu=(0.0, 0.5))
-    row = throughput_row(4, w, drops=3, idle=0.015)
+    row = throughput_row(4, w, drops=3, idle=0.015, sent=[100, 150, 120, 110], disconnected=1)
     assert len(row) == len(THROUGHPUT_COLUMNS)
     assert row[:3] == [4, 1000.0, 1000.0]
     assert row[3] == pytest.approx(750.0)  # CPU us/msg
-    assert row[-3:] == [2, 3, pytest.approx(1.5)]
+    assert row[-5:] == [2, 3, pytest.approx(1.5), 1, pytest.approx(1.5)]
+    assert send_spread([5, 0]) is None and send_spread([]) is None
     assert throughput_row(4, w, drops=0, idle=None)[-1] is None
 
     report = {"latency_samples": 99, "latency_p50_s": 0.001, "latency_p99_s": 0.004}
