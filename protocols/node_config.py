@@ -57,7 +57,7 @@ class NodeConfig:
     # --- timers (seconds) ---
     ack_delay: float = 0.0002
     """Wait before an ack-only vertex acknowledges data when nothing else goes out."""
-    heartbeat_interval: float = 0.2
+    heartbeat_interval: float = 0.1
     """A node silent this long sends a heartbeat (its latest sequence number); a node
     outside a primary view announces itself (JOIN) this often."""
     nack_delay: float = 0.004

@@ -17,8 +17,9 @@ import concurrent.futures
 import functools
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
@@ -51,8 +52,10 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
 
 
 def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
-                         interval: float = 0.05) -> RunResult:
-    cfg = NodeConfig(group_key=KEY, rule=point.rule)
+                         interval: float = 0.05,
+                         settings: Mapping[str, Any] | None = None) -> RunResult:
+    """One seed's run; ``settings`` override ``NodeConfig`` defaults (studies of a setting)."""
+    cfg = NodeConfig(group_key=KEY, rule=point.rule, **dict(settings or {}))
     net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
                       bootstrap="join")

@@ -16,6 +16,7 @@ import pytest
 from amcast.protocols.simulation.membership_sweep import (
     RULES,
     membership_point,
+    run_membership_point,
     run_membership_sweep,
     seed_outcome,
 )
@@ -64,3 +65,15 @@ LONG_SWEEP_COUNTEREXAMPLES = (10210, 12613, 21448)
 def test_long_sweep_counterexamples_hold_every_property(seed: int) -> None:
     outcome = seed_outcome(seed, n_range=(3, 7), messages_per_node=30)
     assert outcome.violations == ()
+
+
+# heartbeat_interval 0.2 s (instead of 0.1) would halve an idle daemon's CPU, but a
+# 2,000-seed sweep with it found two seeds whose live processes never converge on one
+# view at 10-20% loss (liveness); the default stays 0.1 s. Kept as a strict xfail: it
+# starts passing if the membership protocol stops depending on the faster cadence.
+@pytest.mark.xfail(strict=True, reason="0.2 s heartbeats: liveness fails at high loss")
+def test_slower_heartbeats_break_liveness_at_high_loss() -> None:
+    point = membership_point(31408, n_range=(3, 7), max_loss=0.2)
+    result = run_membership_point(point, messages_per_node=30,
+                                  settings={"heartbeat_interval": 0.2})
+    assert result.ok
