@@ -406,10 +406,6 @@ class Node:
         if session is not None:
             session.hold_releases(on, now)
 
-    @property
-    def holding(self) -> bool:
-        return self._holding
-
     def _window_clock(self, session: ViewSession | None, now: float) -> None:
         """Feed the byte window its loss and stability signals."""
         c = self._counters
