@@ -60,7 +60,7 @@ from amcast.protocols.wire.codec import (
     decode,
     encode,
 )
-from amcast.protocols.wire.limits import WireLimits
+from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
 
 
@@ -109,6 +109,19 @@ class NodeStats:
     primary: int = 0
 
 
+def check_budget(config: NodeConfig, members: int) -> None:
+    """A vertex may acknowledge every other member: its datagram must still have room for
+    a nack range and a byte of payload (``ConfigurationError`` otherwise, at start-up or
+    on a member-list reload, rather than a failure on the first large ack vector)."""
+    need = overhead_bound(members - 1, 1) + FRAGMENT_OVERHEAD + 1
+    if config.datagram_budget < need:
+        raise ConfigurationError(
+            f"datagram_budget {config.datagram_budget} cannot carry the acknowledgements of "
+            f"{members} members (it needs at least {need} bytes): raise datagram_budget "
+            "(up to about 65000 on loopback or with jumbo frames) or list fewer members"
+        )
+
+
 class Node:
     def __init__(
         self,
@@ -133,6 +146,7 @@ class Node:
         # an explicit phi must suit the full member list (a smaller view that it does not
         # suit uses the rule's default, ``session.ordering_for``): ConfigurationError
         OrderingConfig(rule=config.rule, phi=config.phi).resolve_phi(len(members))
+        check_budget(config, len(members))
         if config.expected_votes is not None and config.expected_votes < len(members):
             raise ConfigurationError(
                 f"expected_votes {config.expected_votes} is below the {len(members)} listed "
@@ -368,6 +382,7 @@ class Node:
         next view's; a member no longer listed is left out, a newly listed one taken in."""
         if self.node_id not in members or len(set(members)) != len(members):
             raise ClientError("bad_membership", "node_id must be one of distinct members")
+        check_budget(self.config, len(members))
         self._now = now
         self.members = tuple(sorted(members))
         cfg = self.config

@@ -224,3 +224,20 @@ def test_a_causal_message_waits_for_the_agreed_message_in_its_causal_past() -> N
     hb.ordered_delivered(0, 1)
     assert [v.items for v in hb.ready()] == [(b"c",), (b"f",)]
     assert hb.held_count == 0
+
+
+def test_a_budget_too_small_for_a_full_ack_vector_is_refused_at_start_and_on_reload() -> None:
+    # 128 members: an ack vector of 127 entries does not fit a 1472-byte datagram; this
+    # used to raise ValueError("no room for a fragment") on the first large ack vector
+    def node(n: int, budget: int = 1472) -> Node:
+        return Node(NodeConfig(group_key=KEY, datagram_budget=budget), node_id=0,
+                    members=list(range(n)), rng=random.Random(0), now=0.0)
+
+    with pytest.raises(ConfigurationError, match="cannot carry the acknowledgements of 128"):
+        node(128)
+    big = node(128, budget=4000)
+    assert big.members == tuple(range(128))
+    small = node(8)
+    with pytest.raises(ConfigurationError, match="datagram_budget 1472"):
+        small.reconfigure(list(range(128)), 0.0)
+    assert small.members == tuple(range(8))  # the old list stays
