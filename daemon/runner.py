@@ -260,17 +260,14 @@ class Daemon:
         self.api.close_listener()
         self.api.pause_sends()
         self._flushed = asyncio.Event()
-        self._request_pump()
+        # A graceful leave: hand every accepted message to the view, then say goodbye at
+        # once; the view change's flush delivers our last messages here as at the others
+        # (no wait for the ordering of each). Without anyone to leave to: wait for them.
         leaving = self._can_leave()
         if leaving:
-            # A graceful leave: hand every accepted message to the view, then say goodbye
-            # at once; the view change's flush delivers our last messages here as at the
-            # others (no wait for the ordering of each).
             self._sent = asyncio.Event()
-            self._request_pump()
-            waiting = self._sent
-        else:
-            waiting = self._flushed
+        waiting = self._sent if self._sent is not None else self._flushed
+        self._request_pump()
         if self.own_outstanding > 0 or self.queue:
             try:
                 await asyncio.wait_for(waiting.wait(), self.config.shutdown.grace_s)
@@ -848,7 +845,7 @@ class Daemon:
         """A client reads slower than the group delivers (``ApiServer.reader_behind``):
         hold the engine's releases until it catches up, so the senders slow down."""
         node = self.node
-        if node is None or not hasattr(node, "hold_deliveries"):
+        if node is None:
             return
         if on:
             self.counters.flow_holds += 1
