@@ -25,6 +25,14 @@ Theory of operation, for each N in ``--nodes`` (default 4 and 8):
    send-to-delivery latency of its own messages (p50/p99, the whole run); the daemons
    are sampled as in 2 after the warm-up and at the end of sending (light load).
 
+Where the latency goes (``stage_latencies()``, after the latency run): every daemon's
+delivery log records, per ordered vertex, ``send_ts`` (when the sender's daemon made
+the vertex) and ``ts`` (when this daemon ordered it), both on the host's one clock. For
+node 0's messages after the warm-up: *vertex to ordered at the sender* (multicast, the
+others' ack vertices back, the ToTo votes) and *at the other daemons*; the client's
+send-to-delivery latency minus the first is the daemon's two client hops (frame in,
+submit, vertex; deliver frame out to the client).
+
 Figures of a window (``window()``, pure, from two samples): ordered messages; daemon CPU
 seconds (all daemons), per ordered message, and each daemon's share of a core; datagrams
 sent and received by kind (summed over all daemons) per ordered message;
@@ -309,6 +317,57 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             "sent_per_member": [r["sent"] for r in reports], "failures": failures}
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank ``q`` quantile (0..1); NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
+
+
+def stage_latencies(log_dirs: Sequence[Path], *, sender: int, skip_s: float
+                    ) -> dict[str, list[float]]:
+    """Seconds from vertex to ordered, for ``sender``'s message vertices, at the sender
+    (``own``) and at every other daemon (``others``), leaving out the first ``skip_s``
+    seconds of the sender's messages (warm-up). Reads each ``delivery.jsonl``."""
+    records: list[tuple[bool, float, float]] = []
+    for node, directory in enumerate(log_dirs):
+        path = Path(directory) / "delivery.jsonl"
+        if not path.exists():
+            continue
+        with path.open() as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by the daemon's stop
+                if rec.get("type") != "delivery" or rec.get("sender") != sender:
+                    continue
+                records.append((node == sender, float(rec["send_ts"]), float(rec["ts"])))
+    if not records:
+        return {"own": [], "others": []}
+    start = min(sent for _, sent, _ in records) + skip_s
+    return {
+        "own": [ts - sent for own, sent, ts in records if own and sent >= start],
+        "others": [ts - sent for own, sent, ts in records if not own and sent >= start],
+    }
+
+
+def stage_row(n: int, report: Mapping[str, Any], stages: Mapping[str, Sequence[float]]
+              ) -> list[Any]:
+    own, others = stages["own"], stages["others"]
+    total50 = report.get("latency_p50_s", float("nan"))
+    own50 = percentile(own, 0.5)
+    return [n, total50 * 1e3, own50 * 1e3, percentile(own, 0.99) * 1e3,
+            percentile(others, 0.5) * 1e3, percentile(others, 0.99) * 1e3,
+            (total50 - own50) * 1e3]
+
+
+STAGE_COLUMNS = ["N", "client p50 ms", "vertex->ordered at sender p50 ms", "p99 ms",
+                 "vertex->ordered at others p50 ms", "p99 ms",
+                 "client hops (p50 difference) ms"]
+
+
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol))
     total = args.latency_warmup + args.latency_duration
@@ -330,8 +389,10 @@ def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             raise RuntimeError(f"latency run failed: {failures[0]}")
     finally:
         cluster.stop()
+    stages = stage_latencies([node.log_dir for node in cluster.nodes], sender=0,
+                             skip_s=args.latency_warmup)
     return {"n": n, "report": reports[0], "receivers": reports[1:], "window": w,
-            "failures": failures}
+            "failures": failures, "stages": stages}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -342,7 +403,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         base = Path(tmp.name)
     else:
         base = args.dir
-    rows, lat_rows, sent_rows, recv_rows = [], [], [], []
+    rows, lat_rows, sent_rows, recv_rows, stage_rows = [], [], [], [], []
     runs: list[dict[str, Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by all daemons and load generators",
@@ -366,6 +427,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 lat = latency(n, args, base)
                 lw = lat["window"]
                 lat_rows.append(latency_row(n, lat["report"], lw))
+                stage_rows.append(stage_row(n, lat["report"], lat["stages"]))
+                lat["stages"] = {k: {"samples": len(v), "p50_s": percentile(v, 0.5),
+                                     "p99_s": percentile(v, 0.99)}
+                                 for k, v in lat["stages"].items()}
                 sent_rows.append(datagram_row(n, "light", lw, "sent"))
                 recv_rows.append(datagram_row(n, "light", lw, "received"))
                 figures[f"N={n} latency p50 ms"] = lat_rows[-1][2]
@@ -388,7 +453,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             *([{"title": f"light load ({lat_title}, every node receiving; latency at the "
                          f"sender, the rest over {args.latency_duration:.0f} s after "
                          f"{args.latency_warmup:.0f} s warm-up)",
-                "columns": LATENCY_COLUMNS, "rows": lat_rows}] if lat_rows else []),
+                "columns": LATENCY_COLUMNS, "rows": lat_rows},
+               {"title": "where the light-load latency goes (delivery logs: vertex made at the "
+                         "sender's daemon to ordered; the rest is the two client hops)",
+                "columns": STAGE_COLUMNS, "rows": stage_rows}] if lat_rows else []),
             {"title": "datagrams sent per ordered message (all daemons), by kind",
              "columns": DATAGRAM_COLUMNS, "rows": sent_rows},
             {"title": "datagrams received per ordered message (all daemons), by kind",

@@ -14,13 +14,17 @@ from amcast.benchmarks.cluster import (
     DATAGRAM_COLUMNS,
     KINDS,
     LATENCY_COLUMNS,
+    STAGE_COLUMNS,
     THROUGHPUT_COLUMNS,
     datagram_row,
     idle_share,
     kind_deltas,
     latency_row,
+    percentile,
     rcvbuf_errors,
     send_spread,
+    stage_latencies,
+    stage_row,
     throughput_row,
     window,
 )
@@ -161,6 +165,39 @@ def test_latency_row_without_samples() -> None:
     assert row[1] == 0 and math.isnan(row[2]) and math.isnan(row[3])
 
 
+def _delivery_log(directory: Path, records: list[dict[str, Any]]) -> Path:
+    directory.mkdir(parents=True)
+    lines = [json.dumps({"schema": 1, "type": "delivery", **r}) for r in records]
+    (directory / "delivery.jsonl").write_text("\n".join(lines) + "\n{\"cut short")
+    return directory
+
+
+def test_stage_latencies_split_own_and_others_and_skip_the_warm_up(tmp_path: Path) -> None:
+    """Node 0 sent at t = 10, 11, 12 (warm-up 0.5 s: the first is left out); node 1's
+    own messages and non-delivery records are ignored; a cut-short last line is too."""
+    own = _delivery_log(tmp_path / "n0", [
+        {"sender": 0, "send_ts": 10.0, "ts": 10.004},
+        {"sender": 0, "send_ts": 11.0, "ts": 11.002},
+        {"sender": 0, "send_ts": 12.0, "ts": 12.003},
+        {"sender": 1, "send_ts": 12.0, "ts": 12.5},
+    ])
+    other = _delivery_log(tmp_path / "n1", [
+        {"sender": 0, "send_ts": 10.0, "ts": 10.009},
+        {"sender": 0, "send_ts": 11.0, "ts": 11.001},
+        {"sender": 0, "send_ts": 12.0, "ts": 12.001},
+        {"type": "view", "sender": 0, "send_ts": 11.0, "ts": 20.0},
+    ])
+    stages = stage_latencies([own, other, tmp_path / "missing"], sender=0, skip_s=0.5)
+    assert sorted(round(x, 6) for x in stages["own"]) == [0.002, 0.003]
+    assert [round(x, 6) for x in stages["others"]] == [0.001, 0.001]
+    row = stage_row(4, {"latency_p50_s": 0.005}, stages)
+    assert len(row) == len(STAGE_COLUMNS)
+    assert row[1] == pytest.approx(5.0) and row[2] == pytest.approx(2.0)
+    assert row[6] == pytest.approx(3.0)  # the client hops: 5 ms at the client - 2 ms
+    assert math.isnan(percentile([], 0.5)) and percentile([3.0, 1.0, 2.0], 0.5) == 2.0
+    assert percentile(list(range(1, 101)), 0.99) == 99
+
+
 @pytest.mark.processes
 def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
     """Three daemons, half-second windows (about 10 s in all): the figures exist and the
@@ -172,7 +209,7 @@ def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
     assert r.code == 0, r.err
     report = json.loads(r.out)
     assert [t["columns"] for t in report["tables"]] == [
-        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
+        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
     (run,) = report["runs"]
     t, lat = run["throughput"], run["latency"]
     assert t["idle_core_share_max"] >= 0
@@ -181,5 +218,7 @@ def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
         assert w["datagrams_sent"]["data"] > 0 and w["datagrams_received"]["data"] > 0
         assert w["rcvbuf_errors"] >= 0 and len(w["core_shares"]) == 3
     assert lat["report"]["latency_samples"] > 0
+    assert lat["stages"]["own"]["samples"] > 0 and lat["stages"]["others"]["samples"] > 0
+    assert 0 < lat["stages"]["own"]["p50_s"] < lat["report"]["latency_p99_s"]
     assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
                                                 for x in lat["receivers"])
