@@ -1,4 +1,5 @@
-"""Charts for people: latency distributions of simulated or measured runs (matplotlib).
+"""Charts for people: latency distributions of simulated or measured runs, and W1
+figures against N beside the peer systems (matplotlib).
 
 matplotlib comes with the ``analytics`` extra; without it, plotting raises a clear
 ``ConfigurationError`` and nothing else is affected.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from amcast.protocols.errors import ConfigurationError
 
@@ -48,3 +50,89 @@ def latency_cdfs(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def against_n(series: Sequence[Mapping[str, Any]], path: Path, *, title: str = "") -> Path:
+    """Three panels against N, one line per series (a system with one variant):
+    ordered msgs/s at saturation (log), sender latency p50 (marker) with p99 (bar top),
+    CPU µs per ordered message at saturation (log).
+
+    A series is ``{"system", "variant", "label", "points"}``, each point ``{"n", "mode"
+    ("tput" or "lat"), "ordered_msgs_s", "lat_p50_ms", "lat_p99_ms", "cpu_us_per_msg"}``
+    (None where not measured); a system keeps one colour, its variants differ in line
+    style and marker."""
+    plt = _pyplot()
+    systems = list(dict.fromkeys(s["system"] for s in series))
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "D", "v", "P"]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), squeeze=False)
+    tput_ax, lat_ax, cpu_ax = axes[0]
+    seen: dict[str, int] = {}
+    ns: set[int] = set()
+    legend = []
+    for index, s in enumerate(series):
+        variant = seen[s["system"]] = seen.get(s["system"], -1) + 1
+        look = {"color": f"C{systems.index(s['system']) % 10}",
+                "linestyle": styles[variant % len(styles)],
+                "marker": markers[variant % len(markers)], "linewidth": 1.6, "markersize": 5}
+        legend.append(plt.Line2D([], [], label=s["label"], **look))
+
+        def points(mode: str, key: str, s: Mapping[str, Any] = s) -> list[Mapping[str, Any]]:
+            return [p for p in s["points"] if p["mode"] == mode and p.get(key) is not None]
+
+        tput = points("tput", "ordered_msgs_s")
+        if tput:
+            tput_ax.plot([p["n"] for p in tput], [p["ordered_msgs_s"] for p in tput], **look)
+        cpu = points("tput", "cpu_us_per_msg")
+        if cpu:
+            cpu_ax.plot([p["n"] for p in cpu], [p["cpu_us_per_msg"] for p in cpu], **look)
+        lat = points("lat", "lat_p50_ms")
+        if lat:
+            dodge = 0.12 * (index - (len(series) - 1) / 2)  # bars of one N side by side
+            p50 = [p["lat_p50_ms"] for p in lat]
+            p99 = [p.get("lat_p99_ms") or p["lat_p50_ms"] for p in lat]
+            lat_ax.errorbar([p["n"] + dodge for p in lat], p50,
+                            yerr=[[0.0] * len(lat), [hi - lo for lo, hi in zip(p50, p99,
+                                                                                 strict=True)]],
+                            capsize=3, **look)
+        ns.update(p["n"] for p in s["points"])
+    panels = (
+        (tput_ax, "ordered msgs/s (closed loop, all sending)", "ordered msgs/s"),
+        (lat_ax, "sender latency at a fixed rate: p50 (marker), p99 (bar top)", "latency (ms)"),
+        (cpu_ax, "CPU per ordered message (closed loop)", "CPU µs / ordered msg"),
+    )
+    for ax, panel_title, ylabel in panels:
+        ax.set_title(panel_title, fontsize=10)
+        ax.set_xlabel("members N")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(sorted(ns))
+        ax.grid(True, alpha=0.3, which="both")
+        if ax.has_data():
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(_plain_log_labels())
+            ax.yaxis.set_minor_formatter(_plain_log_labels())
+        else:
+            ax.text(0.5, 0.5, "no runs of this kind", ha="center", va="center",
+                    transform=ax.transAxes, color="grey")
+    fig.legend(handles=legend, loc="lower center", ncol=min(4, max(1, len(legend))),
+               fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    rows = -(-max(1, len(legend)) // 4)
+    fig.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plain_log_labels() -> Any:
+    """Log-axis tick labels as plain numbers (``20,000``, ``0.3``) where matplotlib's
+    own log formatter would put a label (``2 x 10^4``)."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class Plain(LogFormatterSciNotation):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:,.6g}" if super().__call__(x, pos) else ""
+
+    return Plain()

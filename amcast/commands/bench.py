@@ -1,8 +1,8 @@
 """``amcast bench NAME``: every module in ``amcast.benchmarks`` is one benchmark.
 
-A benchmark module defines ``NAME``, ``HELP``, ``add_arguments(parser)`` and
-``run(args) -> dict`` returning figures; ``amcast.report`` prints them as a table, or as
-one JSON object with ``--json``.
+A benchmark module defines ``NAME``, ``HELP`` (optionally ``DESCRIPTION``, a longer
+``--help`` text), ``add_arguments(parser)`` and ``run(args) -> dict`` returning figures;
+``amcast.report`` prints them as a table, or as one JSON object with ``--json``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         module = importlib.import_module(f"{benchmarks.__name__}.{info.name}")
         if not hasattr(module, "run"):
             continue
-        sub = bench_sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
+        description = getattr(module, "DESCRIPTION", None)  # a longer text, as it is written
+        sub = bench_sub.add_parser(
+            module.NAME, help=module.HELP, description=description or module.HELP,
+            **({"formatter_class": argparse.RawDescriptionHelpFormatter} if description else {}),
+        )
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         module.add_arguments(sub)
         sub.set_defaults(func=_runner(module))
