@@ -240,13 +240,22 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
     return out
 
 
-def clients_cpu(procs: list[subprocess.Popen[str]]) -> float:
-    total = 0.0
+def clients_cpu(procs: list[subprocess.Popen[str]]) -> dict[int, float]:
+    """CPU seconds of each load generator by PID. Not polled: one that has exited stays a
+    zombie, its CPU time still readable, until ``_finish`` reaps it."""
+    cpu: dict[int, float] = {}
     for p in procs:
-        if p.poll() is None:
-            with contextlib.suppress(OSError):  # exited between the poll and the read
-                total += cpu_seconds(p.pid)
-    return total
+        with contextlib.suppress(OSError):  # already reaped: left out of both samples
+            cpu[p.pid] = cpu_seconds(p.pid)
+    return cpu
+
+
+def clients_cpu_window(first: Mapping[int, float], last: Mapping[int, float]
+                       ) -> tuple[float, float]:
+    """The two samples summed over the clients present in both (a client reaped between
+    them would otherwise count as negative CPU)."""
+    both = first.keys() & last.keys()
+    return sum(first[p] for p in both), sum(last[p] for p in both)
 
 
 def _loadgen(socket: str, tag: int, extra: list[str]) -> subprocess.Popen[str]:
@@ -280,7 +289,7 @@ def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
     rcv0, cli0, first = read_rcvbuf_errors(), clients_cpu(procs), sample(cluster)
     time.sleep(max(0.0, end - time.monotonic()))
     last, cli1, rcv1 = sample(cluster), clients_cpu(procs), read_rcvbuf_errors()
-    w = window(first, last, rcvbuf=(rcv0, rcv1), clients_cpu=(cli0, cli1))
+    w = window(first, last, rcvbuf=(rcv0, rcv1), clients_cpu=clients_cpu_window(cli0, cli1))
     w["drops"] = {}
     for s in last:
         for k, v in s["drops"].items():

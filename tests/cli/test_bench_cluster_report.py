@@ -16,6 +16,7 @@ from amcast.benchmarks.cluster import (
     LATENCY_COLUMNS,
     STAGE_COLUMNS,
     THROUGHPUT_COLUMNS,
+    clients_cpu_window,
     datagram_row,
     idle_share,
     kind_deltas,
@@ -163,6 +164,13 @@ def test_latency_row_without_samples() -> None:
     first, last = two_nodes()
     row = latency_row(8, {"latency_samples": 0}, window(first, last))
     assert row[1] == 0 and math.isnan(row[2]) and math.isnan(row[3])
+
+
+def test_client_cpu_counts_only_clients_sampled_twice() -> None:
+    """A client that exited (and was reaped) before the second sample adds nothing, where
+    it used to subtract its whole CPU time from the window (negative client CPU at N=32)."""
+    assert clients_cpu_window({1: 2.0, 2: 5.0}, {1: 3.5}) == (2.0, 3.5)
+    assert clients_cpu_window({}, {7: 1.0}) == (0, 0)
 
 
 def _delivery_log(directory: Path, records: list[dict[str, Any]]) -> Path:
