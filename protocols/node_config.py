@@ -57,6 +57,12 @@ class NodeConfig:
     # --- timers (seconds) ---
     ack_delay: float = 0.0002
     """Wait before an ack-only vertex acknowledges data when nothing else goes out."""
+    lazy_ack_delay: float = 0.01
+    """The same wait for data of a sender whose lone message this member's ack is not
+    needed to order: ToTo needs the votes of more than phi members, so only the
+    ``prompt_ackers`` members after the sender (half the group) ack at once; the others
+    ack this much later, or sooner with their own data. At most ``ack_delay``: every
+    member acks every sender at once (twice the ack-only datagrams at light load)."""
     heartbeat_interval: float = 0.1
     """A node silent this long sends a heartbeat (its latest sequence number); a node
     outside a primary view announces itself (JOIN) this often."""
@@ -119,7 +125,8 @@ class NodeConfig:
                      "max_repair_per_nack"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
-        for name in ("ack_delay", "nack_delay", "repair_delay", "repair_holdoff"):
+        for name in ("ack_delay", "lazy_ack_delay", "nack_delay", "repair_delay",
+                     "repair_holdoff"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0")
         for name in ("heartbeat_interval", "nack_retry", "suspect_timeout", "flush_timeout",

@@ -49,12 +49,31 @@ from amcast.protocols.wire.limits import overhead_bound
 def ordering_for(rule: str, phi: float | None, n: int) -> OrderingConfig:
     """The ordering config of a view of ``n`` members: the configured phi while it is
     valid for ``n``, else the rule's default (n/2) for this view."""
-    config = OrderingConfig(rule=rule, phi=phi)
+    config = OrderingConfig(rule=rule, phi=phi, ack_roots_leave=True)
     try:
         config.resolve_phi(n)
     except ConfigurationError:
-        config = OrderingConfig(rule=rule, phi=None)
+        config = OrderingConfig(rule=rule, phi=None, ack_roots_leave=True)
     return config
+
+
+def prompt_ackers(n: int, phi: float) -> int:
+    """How many members must ack a lone message at once for it to be ordered without the
+    others: more than phi votes, the sender's included, and at most phi members unseen
+    (sections 3 and 4). The rest ack after ``lazy_ack_delay``."""
+    whole = int(phi)
+    return max(0, min(n - 1, max(whole, n - 1 - whole)))
+
+
+def prompt_origins(members: tuple[int, ...], node_id: int, phi: float) -> frozenset[int]:
+    """The senders whose data this member acks at once: it is among the ``prompt_ackers``
+    members after the sender, in member order round the group."""
+    n = len(members)
+    k = prompt_ackers(n, phi)
+    if node_id not in members:
+        return frozenset()
+    me = members.index(node_id)
+    return frozenset(members[(me - step) % n] for step in range(1, k + 1))
 
 
 class ViewSession:
@@ -79,6 +98,8 @@ class ViewSession:
                                       now=now, drop=drop, counters=counters)
         self.engine = TotalOrderEngine(list(members),
                                        ordering_for(config.rule, config.phi, len(members)))
+        if config.lazy_ack_delay > config.ack_delay:
+            self.reliable.prompt_origins = prompt_origins(members, node_id, self.engine.phi)
         self._drop = drop
         self._events = events
         self._holdback = CausalHoldback(members)

@@ -53,6 +53,11 @@ class OrderingConfig:
     rule: OrderingRule = DEFAULT_RULE
     phi: float | None = None
     allow_unsafe: bool = False
+    ack_roots_leave: bool = False
+    """An ack-only vertex leaves G as soon as all its predecessors have: it votes while it
+    follows an undelivered message, but is never a candidate (see the engine's theory of
+    operation). False: the paper's model, where ack-only messages are ordered like any
+    other (``amcast simulate`` reproduces section 7 with it)."""
 
     def __post_init__(self) -> None:
         try:

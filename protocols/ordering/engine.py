@@ -25,6 +25,20 @@ candidates and leave G exactly when the rules deliver them, so every processor r
 them at the same point of the same activation and computes the same order. They take
 no position in the total order and produce no delivery event.
 
+Ack-only roots leave at once (``OrderingConfig.ack_roots_leave``, what the Node uses).
+An ack-only vertex whose predecessors have all left G is removed instead of becoming a
+candidate: on insertion, or when the activation that delivered its last predecessor
+closes (cascading down its sender's chain). It has voted while it followed undelivered
+messages, which is what acks are for, and has nothing to deliver. Whether a vertex is
+such a root depends only on the delivered prefix and the vertex's own edges, so every
+processor removes the same vertices at the same activation boundary; one that arrives
+later is removed on arrival, exactly as if it had been there. Its sender counts as
+unseen until a message of it that stays in G arrives, which the rules already allow for
+(an unseen processor may yet vote any way). Without it, the acks of each message are
+the candidates of a second activation, which closes only once every member has been
+heard from again: one member slow to ack, or one member acking lazily, delays the next
+message.
+
 End of a view (section 2: "because of virtual synchrony, we only need to order the
 messages that are delivered between configuration changes"). The membership layer
 hands every survivor the same final DAG of the view (the flush), so once it is inserted
@@ -85,6 +99,7 @@ class TotalOrderEngine:
         self._delivered_seq = [0] * self.n
         self._votes = ActivationVotes(self.n)
         self._gl_delivered = 0
+        self._ack_roots_leave = self.config.ack_roots_leave
         self.activation = 0
         self.position = 0
         self.delivered_vertices = 0
@@ -110,6 +125,11 @@ class TotalOrderEngine:
         """Add one causally released message to G; return what is delivered as a result."""
         vertex = self._add_vertex(message)
         index = vertex.index
+        if self._ack_roots_leave and vertex.pending == 0 and message.payload is None:
+            self._leave(index)  # an ack of delivered messages only: never a candidate
+            self.delivered_vertices += 1
+            self.delivered_ack_only += 1
+            return []  # it cast no vote: nothing changed
         if len(self._chains[index]) == 1:  # the sender's first message in G casts its vote
             self._cast_vote(vertex)
         elif self.rule is not OrderingRule.TOTO:
@@ -269,18 +289,38 @@ class TotalOrderEngine:
             )
             self.position += 1
 
+    def _leave(self, c: int) -> None:
+        """The head of sender index ``c``'s chain leaves G."""
+        vertex = self._chains[c].popleft()
+        vertex.delivered = True
+        message = vertex.message
+        self._delivered_seq[c] = message.seq
+        del self._vertices[(message.sender, message.seq)]
+        for child in vertex.children:
+            child.pending -= 1
+        vertex.children = []
+        vertex.preds = []
+
+    def _drop_ack_roots(self) -> None:
+        """Remove every ack-only vertex whose predecessors have all left G, until none is
+        left (removing one can make the next of its chain, or an ack of it, a root)."""
+        chains = self._chains
+        changed = True
+        while changed:
+            changed = False
+            for c, chain in enumerate(chains):
+                while chain and chain[0].pending == 0 and chain[0].message.payload is None:
+                    self._leave(c)
+                    self.delivered_vertices += 1
+                    self.delivered_ack_only += 1
+                    changed = True
+
     def _close_activation(self, delivered: int) -> None:
         """Remove the delivered candidates from G and open the next activation."""
         for c in bits(delivered):
-            vertex = self._chains[c].popleft()
-            vertex.delivered = True
-            message = vertex.message
-            self._delivered_seq[c] = message.seq
-            del self._vertices[(message.sender, message.seq)]
-            for child in vertex.children:
-                child.pending -= 1
-            vertex.children = []
-            vertex.preds = []
+            self._leave(c)
+        if self._ack_roots_leave:
+            self._drop_ack_roots()
         self.activation += 1
         self._gl_delivered = 0
         votes = self._votes

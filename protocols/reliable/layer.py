@@ -90,6 +90,10 @@ class ReliableLayer:
         self.seq = 0
         self._unacked_data = 0
         self._ack_deadline: float | None = None
+        self.prompt_origins: frozenset[int] | None = None
+        """Senders whose data this member acks after ``ack_delay``; the others' data after
+        ``lazy_ack_delay`` (None: every sender's after ``ack_delay``). Set by the session
+        from the ordering threshold."""
         self.last_sent = now
         self._nack_queue: list[tuple[int, int, int]] = []
         self.outq: list[Datagram] = []
@@ -196,8 +200,11 @@ class ReliableLayer:
         self._released_count += 1
         if v.items and v.origin != self.node_id:
             self._unacked_data += 1
-            if self._ack_deadline is None:
-                self._ack_deadline = now + self.cfg.ack_delay
+            prompt = self.prompt_origins
+            due = now + (self.cfg.ack_delay if prompt is None or v.origin in prompt
+                         else self.cfg.lazy_ack_delay)
+            if self._ack_deadline is None or due < self._ack_deadline:
+                self._ack_deadline = due
 
     def collect_garbage(self) -> None:
         """Forget vertices every member holds (stable: nobody will nack them)."""

@@ -128,3 +128,42 @@ def test_one_default_rule_everywhere() -> None:
     readme = (root / "README.md").read_text()
     defaults = re.findall(r"^\| `(\w+)` \|[^\n]*\(default\) \|", readme, re.M)
     assert defaults == [DEFAULT_RULE.value]
+
+
+@pytest.mark.parametrize("rule", ["gltoto", "gtoto"])
+def test_ack_only_roots_leave_so_the_next_message_needs_only_half_the_group(rule: str) -> None:
+    """n = 4, phi = 2: node 0 sends alone and only nodes 1 and 2 ack (node 3 acks
+    lazily). With ``ack_roots_leave`` the acks leave G once "a" is delivered, so "b" is
+    ordered on the acks of 1 and 2 alone; in the paper's model the acks are the
+    candidates of the next activation, which waits to hear from node 3."""
+    def feed(e: TotalOrderEngine) -> list[str]:
+        out = e.insert(CausalMessage(0, 1, payload="a"))
+        out += e.insert(CausalMessage(1, 1, ((0, 1),)))
+        out += e.insert(CausalMessage(2, 1, ((0, 1),)))
+        out += e.insert(CausalMessage(0, 2, ((1, 1), (2, 1)), payload="b"))
+        out += e.insert(CausalMessage(1, 2, ((0, 2),)))
+        out += e.insert(CausalMessage(2, 2, ((0, 2), (1, 2))))
+        return [d.payload for d in out]
+
+    leaving = TotalOrderEngine(range(4), OrderingConfig(rule=rule, ack_roots_leave=True))
+    assert feed(leaving) == ["a", "b"]
+    assert leaving.pending == 0 and leaving.delivered_ack_only == 4
+    # node 3's lazy ack of both arrives later: a root at once, it leaves on insertion
+    assert leaving.insert(CausalMessage(3, 1, ((0, 2), (1, 2), (2, 2)))) == []
+    assert leaving.pending == 0 and leaving.delivered_ack_only == 5
+
+    staying = TotalOrderEngine(range(4), OrderingConfig(rule=rule))
+    assert feed(staying) == ["a"]  # b waits for the ack activation to close
+    late = staying.insert(CausalMessage(3, 1, ((0, 2), (1, 2), (2, 2))))
+    assert [d.payload for d in late] == ["b"]
+
+
+def test_an_ack_that_voted_leaves_when_the_activation_closes_and_its_sender_is_unseen() -> None:
+    """Node 1's ack votes for "a"; once "a" is delivered it leaves, and node 1 counts as
+    unseen in the next activation until a message of it that stays in G arrives."""
+    e = TotalOrderEngine(range(3), OrderingConfig(rule="gltoto", ack_roots_leave=True))
+    assert e.insert(CausalMessage(0, 1, payload="a")) == []
+    out = e.insert(CausalMessage(1, 1, ((0, 1),)))  # phi = 1.5: 2 votes, 1 unseen
+    assert [d.payload for d in out] == ["a"] and e.pending == 0
+    assert e.insert(CausalMessage(2, 1, payload="c")) == []  # 0 and 1 unseen again
+    assert e.ntail == 1

@@ -37,11 +37,13 @@ def phi_for(rule: OrderingRule, n: int, data: st.DataObject) -> float:
     return data.draw(st.integers(3, 2 * n - 1), label="2*phi") / 2
 
 
-def run(execution: Execution, rule: OrderingRule, phi: float, orders: list) -> dict:
+def run(execution: Execution, rule: OrderingRule, phi: float, orders: list,
+        ack_roots_leave: bool = False) -> dict:
     sequences = {}
     for proc, order in enumerate(orders):
         engine = TotalOrderEngine(
-            range(execution.n), OrderingConfig(rule=rule, phi=phi, allow_unsafe=True)
+            range(execution.n), OrderingConfig(rule=rule, phi=phi, allow_unsafe=True,
+                                               ack_roots_leave=ack_roots_leave)
         )
         delivered = []
         for m in order:
@@ -74,13 +76,24 @@ def draw_orders(execution: Execution, data: st.DataObject) -> list:
     return orders
 
 
-def check_safe_rules(execution: Execution, data: st.DataObject) -> None:
+def check_safe_rules(execution: Execution, data: st.DataObject,
+                     ack_roots_leave: bool = False) -> None:
     orders = draw_orders(execution, data)
     for rule in SAFE_RULES:
         phi = phi_for(rule, execution.n, data)
-        sequences = run(execution, rule, phi, orders)
+        sequences = run(execution, rule, phi, orders, ack_roots_leave)
         found = violations(execution, sequences, full=[0, 1, 2])
         assert not found, f"{rule.value} phi={phi}: {found}"
+
+
+@SETTINGS
+@given(execution=executions(), data=st.data())
+def test_safe_variants_stay_safe_when_ack_only_roots_leave_at_once(
+    execution: Execution, data: st.DataObject
+) -> None:
+    """The Node's engines (``ack_roots_leave``): an ack-only vertex never becomes a
+    candidate; the same DAGs, revealed in different orders, still give one order."""
+    check_safe_rules(execution, data, ack_roots_leave=True)
 
 
 @SETTINGS
@@ -117,9 +130,10 @@ def test_complete_processors_deliver_everything_that_the_rules_can(
     sent before it (liveness of the default rule: Ntail(G) = n eventually)."""
     orders = draw_orders(execution, data)[:1]
     n = execution.n
-    for rule in SAFE_RULES:
+    for rule, leave in [(r, leave) for r in SAFE_RULES for leave in (False, True)]:
         phi = phi_for(rule, n, data)
-        engine = TotalOrderEngine(range(n), OrderingConfig(rule=rule, phi=phi))
+        engine = TotalOrderEngine(range(n), OrderingConfig(rule=rule, phi=phi,
+                                                           ack_roots_leave=leave))
         delivered = [d.id for m in orders[0] for d in engine.insert(m)]
         # every processor acknowledges everything, twice (the second round's first
         # messages follow the whole first round, so it closes every activation)
@@ -137,7 +151,7 @@ def test_complete_processors_deliver_everything_that_the_rules_can(
                     d.id for d in engine.insert(CausalMessage(p, top[p], acks, payload=None))
                 ]
         expected = {m.id for m in execution.messages if m.payload is not None}
-        assert set(delivered) == expected, rule.value
+        assert set(delivered) == expected, (rule.value, leave)
 
 
 @settings(SETTINGS, max_examples=300)
@@ -146,3 +160,4 @@ def test_safe_variants_with_two_members(execution: Execution, data: st.DataObjec
     """Views of two members happen (a 3-node cluster after a crash): every safe rule stays
     safe at n = 2 (G-ToTo and GL-ToTo with phi 1.5)."""
     check_safe_rules(execution, data)
+    check_safe_rules(execution, data, ack_roots_leave=True)

@@ -1,0 +1,53 @@
+"""Who acks a lone message at once (``session.prompt_ackers``/``prompt_origins``) and the
+lazy ack of the others (``NodeConfig.lazy_ack_delay``)."""
+
+from __future__ import annotations
+
+import pytest
+from amcast.protocols.ordering import OrderingConfig
+from amcast.protocols.session import prompt_ackers, prompt_origins
+
+from tests.reliable.test_layer import CFG, Peer
+
+
+@pytest.mark.parametrize(("n", "expected"), [(2, 1), (3, 1), (4, 2), (5, 2), (8, 4),
+                                             (16, 8), (17, 8), (64, 32)])
+def test_prompt_ackers_are_enough_votes_and_few_enough_unseen(n: int, expected: int) -> None:
+    phi = OrderingConfig(rule="gltoto").resolve_phi(n)
+    k = prompt_ackers(n, phi)
+    assert k == expected
+    assert 1 + k > phi, "the sender and the prompt ackers are more than phi votes"
+    assert n - 1 - k <= phi, "the lazy ones are at most phi unseen members"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 8, 16])
+def test_every_sender_has_exactly_k_prompt_ackers_other_than_itself(n: int) -> None:
+    members = tuple(range(10, 10 + n))
+    phi = OrderingConfig(rule="gltoto").resolve_phi(n)
+    k = prompt_ackers(n, phi)
+    prompt = {m: prompt_origins(members, m, phi) for m in members}
+    for sender in members:
+        ackers = [m for m in members if sender in prompt[m]]
+        assert len(ackers) == k and sender not in ackers
+    assert prompt_origins(members, 99, phi) == frozenset()  # not a member
+
+
+def test_a_member_acks_a_prompt_sender_at_once_and_the_others_lazily() -> None:
+    a, b, c = Peer(1), Peer(2), Peer(3)
+    b.layer.prompt_origins = frozenset({1})  # b acks 1 at once, 3 lazily
+    b.receive(c.send(0.0), 0.0)
+    assert b.layer.next_timer() == pytest.approx(CFG.lazy_ack_delay)
+    b.receive(a.send(0.001), 0.001)  # a prompt sender's data brings the ack forward
+    assert b.layer.next_timer() == pytest.approx(0.001 + CFG.ack_delay)
+    (v,) = b.timer(0.001 + CFG.ack_delay)
+    assert v.ack_only and set(v.acks) == {(1, 1), (3, 1)}  # one ack covers both
+    assert b.layer.next_timer() != pytest.approx(CFG.lazy_ack_delay)
+
+
+def test_a_lazy_sender_is_acked_after_the_lazy_delay() -> None:
+    b, c = Peer(2), Peer(3)
+    b.layer.prompt_origins = frozenset({1})
+    b.receive(c.send(0.0), 0.0)
+    assert b.timer(CFG.lazy_ack_delay / 2) == []
+    (v,) = b.timer(CFG.lazy_ack_delay)
+    assert v.ack_only and v.acks == ((3, 1),)
