@@ -2,12 +2,13 @@
 
 For each group size n the real engines (``amcast.protocols.node.Node``: codec, HMAC,
 reliable causal layer, membership, GL-ToTo engine) run in the deterministic cluster
-simulator, no loss, 0.5 ms one-way delay, 100-byte agreed messages, under two loads:
+simulator, no loss, LAN-like links (50 us one-way, 10 us jitter), 100-byte agreed
+messages, under two loads:
 
 - ``light``: node 0 alone sends, 20 messages/s, one message per vertex; every other
   member answers each data vertex with an ack-only vertex (ToTo needs their votes);
-- ``all``: every node sends, 20 messages/s each, about one message per vertex; the
-  acknowledgements ride on data vertices.
+- ``all``: every node sends, one message per 50 us on average (less than
+  ``ack_delay``), one message per vertex; the acknowledgements ride on data vertices.
 
 Measured per n and load, divided by the ordered (application) messages of the run:
 
@@ -22,15 +23,15 @@ Measured per n and load, divided by the ordered (application) messages of the ru
   ``close``), the rest of the Node (reliable layer, session, membership), and the
   simulator's own loop. Every receiver decodes and authenticates its own copy, as a
   daemon does (the simulator's shared decode cache is turned off here);
-- the GL-ToTo threshold phi (n/2) and the votes a message waits for: early delivery
-  needs nvt > phi votes and Ntail(G) >= n - phi voters; the mean nvt and Ntail seen at
-  delivery, and the share of messages the early rule ordered;
+- the GL-ToTo threshold phi (n/2) and the votes a message waits for: the early rule
+  needs nvt > phi votes, the stable prefix Ntail(G) >= n - phi voters; the mean nvt and
+  Ntail seen at delivery, and the share of messages each rule ordered;
 - the growth of CPU and bytes per message from n/2 to n ("per doubling").
 
 The datagram budget is 9000 bytes (jumbo frames) at every n: 1472 cannot carry the
 ack vector of more than 96 members (``check_budget``). With one message per vertex the
 budget does not change the header. Message counts shrink at large n to keep the default
-run near three minutes on a 2-core machine; the table gives them.
+run near 1.5 minutes on a 2-core machine; the table gives them.
 """
 
 from __future__ import annotations
@@ -308,7 +309,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             _ratio(rx_x.get(n))])
             cpu = p["cpu ms by layer"]
             rows_cpu.append([load, n, p["cpu ms"], p["cpu ms per node"],
-                             *(cpu[k] for k in LAYERS), _ratio(cpu_x.get(n))])
+                             *(cpu[k] for k in LAYERS), _ratio(cpu_x.get(n)),
+                             p["cpu ms"] * 1000 / p["datagrams received"]])
             share = p["rule share"]
             rows_votes.append([load, n, p["phi"], p["early votes"], p["min voters"],
                                p["mean nvt at delivery"], p["mean ntail at delivery"],
@@ -331,7 +333,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
              "rows": rows_dg},
             {"title": "process CPU ms per ordered message: whole cluster, per node, and by "
                       "layer (cluster)",
-             "columns": ["load", "n", "cpu ms", "per node", *LAYERS, "cpu x n/2"],
+             "columns": ["load", "n", "cpu ms", "per node", *LAYERS, "cpu x n/2",
+                         "us/reception"],
              "rows": rows_cpu},
             {"title": "GL-ToTo threshold and votes: early rule needs nvt > phi, the stable "
                       "prefix Ntail(G) >= n - phi; mean seen at delivery, share by rule",
@@ -351,7 +354,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "by the ordered messages; 'per node' divides it by n; the layers come from "
             "wrappers around the codec, the engine and the Node's entry points (their own "
             "overhead lands in the layer they wrap); every receiver decodes its own copy",
-            "x n/2: the figure at n over the figure at n/2 (per doubling)",
+            "x n/2: the figure at n over the figure at n/2 (per doubling); us/reception: "
+            "cpu ms over the datagrams received (the cost of one reception, all layers)",
+            "light-load heartbeats are partly the end of the run (idle members report "
+            "stability until every message is stable): per message they are overstated "
+            "where a run has few messages (n = 64 and 128)",
         ],
     }
 
