@@ -1,0 +1,102 @@
+"""``amcast bench scale --quick``: the figures add up and grow with n the way the
+protocol says they must (deterministic: the simulator runs on a virtual clock)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from itertools import pairwise
+
+import pytest
+from amcast.protocols.node import Node
+from amcast.protocols.ordering import TotalOrderEngine
+
+from amcast.benchmarks import scale
+from tests.cli.helpers import amcast
+
+ORIGINAL = (TotalOrderEngine.insert, TotalOrderEngine.close, Node.receive_datagram)
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    args = argparse.Namespace(nodes=scale.DEFAULT_NODES, seed=1, quick=True, json=True)
+    out = scale.run(args)
+    return json.loads(json.dumps(out))  # what --json prints
+
+
+def test_keys_and_tables(report: dict) -> None:
+    assert set(report) >= {"title", "tables", "figures", "points", "notes"}
+    for table in report["tables"]:
+        assert all(len(row) == len(table["columns"]) for row in table["rows"])
+    for load in ("light", "all"):
+        assert [p["n"] for p in report["points"][load]] == [4, 8, 16]
+        for p in report["points"][load]:
+            assert set(p["sent"]) == set(p["received"]) == set(scale.KINDS)
+            assert set(p["cpu ms by layer"]) == set(scale.LAYERS)
+
+
+def test_probes_are_removed(report: dict) -> None:
+    assert (TotalOrderEngine.insert, TotalOrderEngine.close,
+            Node.receive_datagram) == ORIGINAL
+
+
+@pytest.mark.parametrize("load", ["light", "all"])
+def test_header_split_adds_up_and_grows_with_n(report: dict, load: str) -> None:
+    points = report["points"][load]
+    for p in points:
+        assert p["header: prefix+MAC"] == 18.0  # version, flags, 16-byte HMAC tag
+        parts = p["header: prefix+MAC"] + p["header: ack vector"] + p["header: other"]
+        assert p["header bytes"] == pytest.approx(parts)
+        assert 20 <= p["header: other"] <= 30  # ids, seq, service, float time, framing
+        assert p["messages per data vertex"] == 1.0
+    for small, big in pairwise(points):
+        assert big["header: ack vector"] > small["header: ack vector"]
+        assert big["header bytes"] > small["header bytes"]
+        assert big["bytes received"] > small["bytes received"]
+
+
+@pytest.mark.parametrize("load", ["light", "all"])
+def test_every_datagram_reaches_the_other_members(report: dict, load: str) -> None:
+    for p in report["points"][load]:
+        n = p["n"]
+        assert p["datagrams sent"] == pytest.approx(sum(p["sent"].values()))
+        for kind in scale.KINDS:  # no loss: n - 1 receptions of every datagram
+            assert p["received"][kind] == pytest.approx((n - 1) * p["sent"][kind])
+        assert p["sent"]["data"] == 1.0
+        assert p["sent"]["nack"] == p["sent"]["repair"] == 0
+
+
+def test_light_load_every_member_acks_and_half_vote(report: dict) -> None:
+    for p in report["points"]["light"]:
+        n = p["n"]
+        assert p["sent"]["ack_only"] == n - 1  # one ack-only vertex per member and message
+        assert p["phi"] == n / 2
+        assert p["mean ntail at delivery"] == n - p["phi"]  # waits for n/2 voters
+        assert p["rule share"]["gl_prefix"] == 1.0
+
+
+def test_all_send_acks_ride_on_data(report: dict) -> None:
+    for light, busy in zip(report["points"]["light"], report["points"]["all"], strict=True):
+        assert busy["sent"]["ack_only"] < 0.5
+        assert busy["datagrams received"] < light["datagrams received"] / 2
+
+
+def test_cpu_is_positive_and_grows_faster_at_light_load(report: dict) -> None:
+    for load in ("light", "all"):
+        for p in report["points"][load]:
+            layers = p["cpu ms by layer"]
+            assert all(v > 0 for v in layers.values())
+            assert sum(layers.values()) == pytest.approx(p["cpu ms"])
+            assert p["cpu ms per node"] == pytest.approx(p["cpu ms"] / p["n"])
+    light = report["points"]["light"]
+    # n^2 receptions per message: 4x the group is >= 4x the CPU (by far, in practice)
+    assert light[-1]["cpu ms"] > 4 * light[0]["cpu ms"]
+    assert report["figures"]["light: datagrams received per message ~ n^b, fitted b"] > 1.9
+
+
+def test_cli_quick_json() -> None:
+    result = amcast("bench", "scale", "--quick", "--nodes", "4,8", "--json")
+    assert result.code == 0, result.err
+    out = json.loads(result.out)
+    assert [p["n"] for p in out["points"]["light"]] == [4, 8]
+    assert "[bench scale] n=8, all" in result.err
