@@ -10,6 +10,7 @@ from itertools import pairwise
 import pytest
 from amcast.protocols.node import Node
 from amcast.protocols.ordering import TotalOrderEngine
+from amcast.protocols.session import prompt_ackers
 
 from amcast.benchmarks import scale
 from tests.cli.helpers import amcast
@@ -66,13 +67,16 @@ def test_every_datagram_reaches_the_other_members(report: dict, load: str) -> No
         assert p["sent"]["nack"] == p["sent"]["repair"] == 0
 
 
-def test_light_load_every_member_acks_and_half_vote(report: dict) -> None:
+def test_light_load_half_the_group_acks_at_once_and_half_vote(report: dict) -> None:
     for p in report["points"]["light"]:
         n = p["n"]
-        assert p["sent"]["ack_only"] == n - 1  # one ack-only vertex per member and message
+        prompt = prompt_ackers(n, n / 2)  # at most one ack per prompt acker and message,
+        # and the lazy ones' acks each cover several messages: less than one in all
+        assert prompt / 2 <= p["sent"]["ack_only"] < prompt + 1
         assert p["phi"] == n / 2
-        assert p["mean ntail at delivery"] == n - p["phi"]  # waits for n/2 voters
-        assert p["rule share"]["gl_prefix"] == 1.0
+        assert n - p["phi"] <= p["mean ntail at delivery"] < n - p["phi"] + 1  # ~n/2 voters
+        shares = p["rule share"]
+        assert shares["default"] == 0 and shares["gl_prefix"] + shares["early"] == 1.0
 
 
 def test_all_send_acks_ride_on_data(report: dict) -> None:
