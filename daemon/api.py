@@ -112,6 +112,7 @@ class ClientConnection(asyncio.Protocol):
         """The groups it asked for; what it receives is ``ApiServer.members_of``, which
         the backend changes when a join/leave takes effect (``amcast.daemon.groups``)."""
         self.greeted = False
+        self._hello_timer: asyncio.TimerHandle | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self._decoder = sp.FrameDecoder(server.config.max_frame_bytes)
@@ -128,6 +129,16 @@ class ClientConnection(asyncio.Protocol):
         self.server.clients[self.id] = self
         if self.server.sends_paused:
             self._pause("window")
+        # a connection that never says hello would hold one of max_clients for ever
+        self._hello_timer = asyncio.get_running_loop().call_later(
+            cfg.hello_timeout_s, self._hello_overdue)
+
+    def _hello_overdue(self) -> None:
+        self._hello_timer = None
+        if not self.greeted and not self.closed:
+            self.fail("hello_timeout",
+                      f"no hello within {self.server.config.hello_timeout_s:g} s "
+                      "(api.hello_timeout_s)", fatal=True)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -156,6 +167,9 @@ class ClientConnection(asyncio.Protocol):
         return False  # close our side once our writes are flushed
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
         self.closed = True
         self.server.forget(self)
         self.server.closed(self)
@@ -256,6 +270,9 @@ class ClientConnection(asyncio.Protocol):
             name = frame.get("name", "")
             self.name = name if isinstance(name, str) else ""
             self.greeted = True
+            if self._hello_timer is not None:
+                self._hello_timer.cancel()
+                self._hello_timer = None
             self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
                         **self.server.backend.welcome()})
             return

@@ -111,6 +111,7 @@ class ApiSection(_Section):
     client_queue_high_bytes: int = Field(4 << 20, ge=65536)
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
     slow_reader_timeout_s: float = Field(5.0, gt=0)
+    hello_timeout_s: float = Field(5.0, gt=0)
     submit_queue_bytes: int = Field(64 << 20, ge=65536)
     close_grace_s: float = Field(5.0, ge=0)
 

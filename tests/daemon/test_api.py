@@ -284,3 +284,25 @@ async def test_a_slow_client_that_keeps_reading_slows_the_group_and_is_never_cut
     assert d0.counters.flow_holds >= 1  # it was behind, and the group waited for it
     for cl in (slow, *senders):
         await cl.close()
+
+
+async def test_connections_that_never_say_hello_time_out_and_free_their_slots(
+    make_cluster: Any,
+) -> None:
+    """Issue 14 item 7: idle connections used to hold every one of max_clients for
+    ever, locking honest clients out. Now each gets ``hello_timeout`` after
+    ``api.hello_timeout_s`` and its slot is free again; a greeted client is not timed out."""
+    c = await make_cluster(1, api={"max_clients": 2, "hello_timeout_s": 0.3})
+    greeted = await Raw.open(c.socket(0))
+    silent = await Raw.open(c.socket(0), hello=False)
+    refused = await Raw.open(c.socket(0), hello=False)  # the third: over max_clients
+    assert (await refused.next())["code"] == "too_many_clients"
+    err = await asyncio.wait_for(silent.next(), timeout=10)
+    assert (err["t"], err["code"], err["fatal"]) == ("error", "hello_timeout", True)
+    assert "api.hello_timeout_s" in err["detail"]
+    assert await silent.closed()
+    honest = await Raw.open(c.socket(0))  # the slot is free again
+    honest.write(encode({"t": "status", "id": 1}))
+    assert (await honest.next())["t"] == "status"
+    greeted.write(encode({"t": "status", "id": 2}))  # well past the timeout: still served
+    assert (await greeted.next())["t"] == "status"
