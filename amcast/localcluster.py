@@ -79,6 +79,15 @@ class Restarted(NamedTuple):
     in_view_at: float | None
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by its owner only (0600, also when the file existed with a
+    wider mode): a config file holds the group key."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 @dataclass
 class NodeProcess:
     node: int
@@ -150,7 +159,8 @@ class LocalCluster:
         self.nodes = []
         for i in members:
             ndir = self.directory / f"node{i}"
-            ndir.mkdir(exist_ok=True)
+            ndir.mkdir(mode=0o700, exist_ok=True)
+            ndir.chmod(0o700)  # its config holds the group key; its logs, the traffic
             sock = str(self.directory / f"node{i}.sock")
             mport = free_port(socket.SOCK_STREAM) if self.metrics else 0
             tables: dict[str, dict[str, Any]] = {
@@ -168,7 +178,7 @@ class LocalCluster:
             for section, values in self.extra.items():
                 tables.setdefault(section, {}).update(values)
             path = ndir / "amcastd.toml"
-            path.write_text(render_toml(tables))
+            write_private(path, render_toml(tables))
             self.nodes.append(NodeProcess(i, path, sock, ndir / "logs", mport))
 
     def start(self, timeout: float = 30.0, *, detach: bool = False,

@@ -1,0 +1,32 @@
+"""``amcast cluster start``'s files (``LocalCluster.write_configs``): each config holds the
+group key, so it and its node folder are the owner's alone (issue 14, item 9)."""
+
+from __future__ import annotations
+
+import stat
+import tomllib
+from pathlib import Path
+
+from amcast.localcluster import LocalCluster
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_configs_holding_the_key_are_owner_only_even_over_wider_old_files(
+    tmp_path: Path,
+) -> None:
+    cluster = LocalCluster(2, tmp_path / "c", metrics=False)
+    old = tmp_path / "c" / "node0"
+    old.mkdir(parents=True, mode=0o755)
+    (old / "amcastd.toml").write_text("stale")
+    (old / "amcastd.toml").chmod(0o644)
+    cluster.write_configs()
+    for node in cluster.nodes:
+        assert mode(node.config) == 0o600, node.config
+        assert mode(node.config.parent) == 0o700, node.config.parent
+        key = tomllib.loads(node.config.read_text())["protocol"]["group_key"]
+        assert len(key) == 32  # a fresh random key, the same in both configs
+    keys = {tomllib.loads(n.config.read_text())["protocol"]["group_key"] for n in cluster.nodes}
+    assert len(keys) == 1
