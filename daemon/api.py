@@ -133,6 +133,11 @@ class ClientConnection(asyncio.Protocol):
         self._hello_timer = asyncio.get_running_loop().call_later(
             cfg.hello_timeout_s, self._hello_overdue)
 
+    def _cancel_hello_timer(self) -> None:
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+
     def _hello_overdue(self) -> None:
         self._hello_timer = None
         if not self.greeted and not self.closed:
@@ -167,9 +172,7 @@ class ClientConnection(asyncio.Protocol):
         return False  # close our side once our writes are flushed
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
+        self._cancel_hello_timer()
         self.closed = True
         self.server.forget(self)
         self.server.closed(self)
@@ -270,9 +273,7 @@ class ClientConnection(asyncio.Protocol):
             name = frame.get("name", "")
             self.name = name if isinstance(name, str) else ""
             self.greeted = True
-            if self._hello_timer is not None:
-                self._hello_timer.cancel()
-                self._hello_timer = None
+            self._cancel_hello_timer()
             self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
                         **self.server.backend.welcome()})
             return

@@ -126,9 +126,7 @@ class TotalOrderEngine:
         vertex = self._add_vertex(message)
         index = vertex.index
         if self._ack_roots_leave and vertex.pending == 0 and message.payload is None:
-            self._leave(index)  # an ack of delivered messages only: never a candidate
-            self.delivered_vertices += 1
-            self.delivered_ack_only += 1
+            self._drop_ack(index)  # an ack of delivered messages only: never a candidate
             return []  # it cast no vote: nothing changed
         if len(self._chains[index]) == 1:  # the sender's first message in G casts its vote
             self._cast_vote(vertex)
@@ -301,6 +299,12 @@ class TotalOrderEngine:
         vertex.children = []
         vertex.preds = []
 
+    def _drop_ack(self, c: int) -> None:
+        """The ack-only root at the head of chain ``c`` leaves G undelivered."""
+        self._leave(c)
+        self.delivered_vertices += 1
+        self.delivered_ack_only += 1
+
     def _drop_ack_roots(self) -> None:
         """Remove every ack-only vertex whose predecessors have all left G, until none is
         left (removing one can make the next of its chain, or an ack of it, a root)."""
@@ -310,9 +314,7 @@ class TotalOrderEngine:
             changed = False
             for c, chain in enumerate(chains):
                 while chain and chain[0].pending == 0 and chain[0].message.payload is None:
-                    self._leave(c)
-                    self.delivered_vertices += 1
-                    self.delivered_ack_only += 1
+                    self._drop_ack(c)
                     changed = True
 
     def _close_activation(self, delivered: int) -> None:
