@@ -76,7 +76,9 @@ class RotatingJsonl:
         self.path = path
         self._rotate_bytes = rotate_bytes
         self._keep = keep
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True)
+            path.parent.chmod(0o700)  # whatever the process umask
         self._fh = open_private(path)
         self._size = self._fh.tell()
 

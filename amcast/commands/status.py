@@ -107,6 +107,8 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     if q:
         lines.append(f"quorum: {q.get('reachable')} of {q.get('listed')} listed nodes "
                      f"reachable, {q.get('needed')} needed")
+    if "keys" in st:
+        lines.append(keys_line(st["keys"]))
     rows = [[p["node"], p.get("incarnation"), "yes" if p.get("in_view") else "no",
              "yes" if p.get("alive") else "SUSPECTED",
              "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]
@@ -114,6 +116,17 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     table = {"title": "peers", "columns": ["node", "incarnation", "in view", "alive",
                                             "last heard (s ago)"], "rows": rows}
     return lines, table
+
+
+def keys_line(keys: dict[str, Any]) -> str:
+    """``keys: 1,2; sending with 1; peers 1: 1 (holds 2), 2: 1 (holds 1)`` (a rollover in
+    progress), or the INSECURE warning."""
+    if not keys.get("sealed"):
+        return "keys: INSECURE (protocol.insecure: datagrams are not encrypted)"
+    peers = ", ".join(f"{p['node']}: {p['sends_with']} (holds {p['newest']})"
+                      for p in keys.get("peers") or [])
+    return (f"keys: {','.join(map(str, keys.get('ids') or []))}; sending with "
+            f"{keys.get('sends_with')}" + (f"; peers {peers}" if peers else ""))
 
 
 def rates(a: dict, b: dict) -> dict[str, float]:

@@ -181,7 +181,7 @@ class Authenticator:
             cipher = derive(key, sealed.session)
         view = memoryview(data)
         try:
-            body = cipher.decrypt(_NONCE_PAD + bytes(view[22:30]), view[SEAL_HEADER_BYTES:],
+            body = cipher.decrypt(_NONCE_PAD + data[22:30], view[SEAL_HEADER_BYTES:],
                                   view[:SEAL_HEADER_BYTES])
         except InvalidTag:
             raise DecodeError("auth_failed", "bad tag") from None
@@ -195,21 +195,28 @@ class Authenticator:
         """The replay check of an authentic datagram; ``DecodeError`` if stale or seen."""
         if sealed is None:
             return None
+        guard = self.guard
+        guard.check(sealed.session, sealed.counter, sealed.sent_ms, wall_ms)
         if sealed.session == self.session:
             # a copy of our own datagram (the daemon skips its loopback echoes by source
             # address, so this one came from elsewhere: a replay or a reflection)
             raise DecodeError("replayed", "own session")
-        guard = self.guard
-        guard.check(sealed.session, sealed.counter, sealed.sent_ms, wall_ms)
         return guard.admit(sealed.session, sealed.counter, sealed.sent_ms, wall_ms,
                            sealed.key_id, sealed.newest_key)
 
     def open(self, data: bytes, wall_ms: int) -> memoryview | bytes:
-        """The body of an authentic, fresh, first-seen datagram; ``DecodeError`` otherwise."""
-        if (self._keys is not None and len(data) >= SEAL_HEADER_BYTES
-                and data[0] == WIRE_VERSION and data[1] == FLAG_SEALED):
-            _, _, _, _, session, counter, sent_ms = _HEADER.unpack_from(data)
-            self.guard.check(session, counter, sent_ms, wall_ms)  # cheap, before the crypto
-        sealed, body = self.unseal(data)
-        self.last_admitted = self.admit(sealed, wall_ms)
+        """The body of an authentic, fresh, first-seen datagram; ``DecodeError`` otherwise.
+        The replay checks run before the decryption (cheap refusals), the record after."""
+        if (self._keys is None or len(data) < SEAL_HEADER_BYTES + TAG_BYTES
+                or data[0] != WIRE_VERSION or data[1] != FLAG_SEALED):
+            sealed, body = self.unseal(data)  # insecure, or a refusal with its reason
+            self.last_admitted = self.admit(sealed, wall_ms)
+            return body
+        _, _, key_id, newest, session, counter, sent_ms = _HEADER.unpack_from(data)
+        guard = self.guard
+        guard.check(session, counter, sent_ms, wall_ms)
+        if session == self.session:
+            raise DecodeError("replayed", "own session")
+        body = self._decrypt(Sealed(key_id, newest, session, counter, sent_ms), data)
+        self.last_admitted = guard.admit(session, counter, sent_ms, wall_ms, key_id, newest)
         return body

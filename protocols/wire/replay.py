@@ -40,6 +40,7 @@ from amcast.protocols.errors import DecodeError
 
 WINDOW = 4096
 """Counters below a session's highest that the bitmap remembers."""
+_MASK = (1 << WINDOW) - 1
 ADVERT_HORIZON_MS = 3000
 """A session heard within this many milliseconds counts for the key rollover."""
 
@@ -96,7 +97,7 @@ class ReplayGuard:
         behind = state.highest - counter
         if behind < 0:
             shift = -behind
-            state.bitmap = ((state.bitmap << shift) | 1) & ((1 << WINDOW) - 1)
+            state.bitmap = ((state.bitmap << shift) | 1) & _MASK if shift < WINDOW else 1
             state.highest = counter
         else:
             state.bitmap |= 1 << behind

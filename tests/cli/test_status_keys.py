@@ -1,0 +1,22 @@
+"""``amcast status`` text: the key line an operator reads during a key rollover."""
+
+from __future__ import annotations
+
+from amcast.commands.status import keys_line, membership_report
+
+
+def test_the_key_line_shows_a_rollover_in_progress() -> None:
+    keys = {"sealed": True, "ids": [1, 2], "sends_with": 1,
+            "peers": [{"node": 1, "sends_with": 1, "newest": 2, "heard_s_ago": 0.01},
+                      {"node": 2, "sends_with": 1, "newest": 1, "heard_s_ago": 0.02}]}
+    assert keys_line(keys) == "keys: 1,2; sending with 1; peers 1: 1 (holds 2), 2: 1 (holds 1)"
+    assert keys_line({"sealed": False}).startswith("keys: INSECURE")
+
+
+def test_a_status_without_keys_shows_no_key_line() -> None:
+    status = {"view": {"id": 3, "members": [0, 1], "primary": True}, "peers": []}
+    lines, _ = membership_report(status)
+    assert not [line for line in lines if line.startswith("keys")]
+    lines, _ = membership_report({**status, "keys": {"sealed": True, "ids": [4],
+                                                     "sends_with": 4, "peers": []}})
+    assert "keys: 4; sending with 4" in lines
