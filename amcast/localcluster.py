@@ -57,7 +57,15 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table, e.g. an [access] rule
+        return "{" + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                               for k, v in value.items()) + "}"
     return repr(value)
+
+
+def _toml_key(key: str) -> str:
+    bare = key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key)
+    return key if bare else json.dumps(key)
 
 
 def render_toml(tables: dict[str, dict[str, Any]]) -> str:
@@ -112,6 +120,9 @@ class LocalCluster:
     nodes: list[NodeProcess] = field(default_factory=list)
     interfaces: list[str] = field(default_factory=list)
     """Per-node interface address (default: every node on 127.0.0.1 with TTL 0)."""
+    transport: str = "multicast"
+    """``unicast``: every node listens on its own UDP port of 127.0.0.1 (or its
+    interface) and sends each datagram to every other one's (``network.peers``)."""
     wrappers: list[list[str]] = field(default_factory=list)
     """Per-node command prefix, e.g. ``["ip", "netns", "exec", "ns0"]`` (must exec the
     daemon in place, so its pid is the one that reports READY=1)."""
@@ -161,6 +172,7 @@ class LocalCluster:
             write_keyring(self.key_file, new_keyring())  # 0400: datagrams are sealed
         members = list(range(self.n))
         self.nodes = []
+        unicast_ports = [free_port() for _ in members] if self.transport == "unicast" else []
         for i in members:
             ndir = self.directory / f"node{i}"
             ndir.mkdir(mode=0o700, exist_ok=True)
@@ -181,6 +193,13 @@ class LocalCluster:
             }
             if self.key_file is not None:
                 tables["security"] = {"key_file": str(self.key_file)}
+            if unicast_ports:
+                address = [self.interfaces[j] if self.interfaces else "127.0.0.1"
+                           for j in members]
+                tables["network"].update(
+                    transport="unicast", port=unicast_ports[i],
+                    peers={str(j): f"{address[j]}:{unicast_ports[j]}"
+                           for j in members if j != i})
             for section, values in self.extra.items():
                 tables.setdefault(section, {}).update(values)
             path = ndir / "amcastd.toml"

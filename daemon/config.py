@@ -73,6 +73,20 @@ class NodeSection(_Section):
 
 
 class NetworkSection(_Section):
+    transport: Literal["multicast", "unicast"] = Field(
+        "multicast",
+        description="multicast: one datagram to the group reaches every member (a LAN); "
+        "unicast: every datagram goes to each member's address in network.peers over UDP "
+        "(clouds, Kubernetes: no IP multicast needed; a datagram is sent N-1 times)",
+    )
+    peers: dict[int, str] = Field(
+        default_factory=dict,
+        description="unicast: node id -> 'host:port' of every other member (host names "
+        "allowed, re-resolved every resolve_interval_s); this node listens on "
+        "interface:port",
+    )
+    resolve_interval_s: float = Field(
+        5.0, gt=0, description="unicast: seconds between DNS lookups of peer host names")
     group: str = "239.255.42.99"
     port: int = Field(42999, ge=1, le=65535)
     interface: str = "127.0.0.1"
@@ -94,6 +108,21 @@ class NetworkSection(_Section):
     def _interface(cls, value: str) -> str:
         ipaddress.IPv4Address(value)
         return value
+
+    @field_validator("peers")
+    @classmethod
+    def _peers(cls, value: dict[int, str]) -> dict[int, str]:
+        for node, address in value.items():
+            split_host_port(address, f"peers.{node}")
+        return value
+
+
+def split_host_port(address: str, what: str = "address") -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``; ``ValueError`` naming ``what`` otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{what}: {address!r} is not 'host:port' (port 1..65535)")
+    return host, int(port)
 
 
 RETIRED_API_KEYS = {
@@ -210,6 +239,16 @@ class DaemonConfig(_Section):
     health: HealthSection = HealthSection()
     security: SecuritySection = SecuritySection()
     protocol: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _unicast_peers(self) -> DaemonConfig:
+        if self.network.transport == "unicast":
+            missing = [m for m in self.node.members
+                       if m != self.node.id and m not in self.network.peers]
+            if missing:
+                raise ValueError(f"network.transport = unicast needs network.peers for "
+                                 f"members {missing} ('host:port' each)")
+        return self
 
     @property
     def insecure(self) -> bool:

@@ -32,7 +32,7 @@ from typing import Any
 from amcast.daemon.api import directory_problem, socket_path_problem
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.state import StateFile
-from amcast.daemon.transport import MulticastTransport
+from amcast.daemon.transport import open_transport
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.node import Node
 
@@ -61,7 +61,7 @@ def check(config: DaemonConfig) -> dict[str, Any]:
     if problem is not None:
         raise ConfigurationError(problem)
     StateFile(config.node.state_dir, config.node.id).load()  # a damaged file stops the daemon
-    MulticastTransport(config.network).close()
+    open_transport(config.network, config.node.id).close()
     if config.metrics.enabled:
         check_tcp_bind(config.metrics.address, config.metrics.port)
     return effective(config, node_config, node.phi)

@@ -70,7 +70,8 @@ from amcast.daemon.metrics import (
 from amcast.daemon.notify import Notifier
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
-from amcast.daemon.transport import MulticastTransport
+from amcast.daemon.transport import MulticastTransport, open_transport
+from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import BackpressureError, ClientError
 from amcast.protocols.events import (
     BackpressureApplied,
@@ -153,7 +154,7 @@ class Daemon:
         self.api = ApiServer(config.api, self)
         self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
         """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
-        self.transport: MulticastTransport | None = None
+        self.transport: MulticastTransport | UnicastTransport | None = None
         self.metrics = Metrics(self._scrape_snapshot)
         self.metrics_port: int | None = None
         self.dlog: DeliveryLog | None = None
@@ -202,7 +203,7 @@ class Daemon:
         )
         self.dlog.start(members=self.members, ts=self.now())
         try:
-            self.transport = MulticastTransport(cfg.network)
+            self.transport = open_transport(cfg.network, self.node_id, self._log_unresolved)
             self.transport.on_send_error = self._log_send_error
             await self.api.start()
             self._take_metrics_snapshot()
@@ -227,6 +228,7 @@ class Daemon:
         self._request_pump()
         log.info(
             "amcastd ready", node=self.node_id, members=self.members,
+            transport=cfg.network.transport,
             group=f"{cfg.network.group}:{cfg.network.port}", interface=cfg.network.interface,
             socket=self.api.path, metrics_port=self.metrics_port, log_dir=cfg.logs.dir,
             rcvbuf=self.transport.rcvbuf, variant=self.variant, phi=self.phi,
@@ -238,6 +240,11 @@ class Daemon:
         await self._stop.wait()
         await self._shutdown()
         return 0
+
+    def _log_unresolved(self, node: int, host: str) -> None:
+        log.warning("peer address does not resolve (yet): its datagrams wait for it",
+                    node=self.node_id, peer=node, host=host,
+                    retry_every_s=self.config.network.resolve_interval_s)
 
     def _log_sealing(self) -> None:
         keys = self.node_config.keys()
@@ -271,8 +278,9 @@ class Daemon:
 
     def reload(self) -> None:
         """SIGHUP: re-read the configuration; a changed ``node.members`` takes effect at
-        the next view change (``Node.reconfigure``); any other change needs a restart
-        and is only logged. A configuration that does not load is logged and ignored."""
+        the next view change (``Node.reconfigure``), changed ``network.peers`` (unicast)
+        and key file at once; any other change needs a restart and is only logged. A
+        configuration that does not load is logged and ignored."""
         assert self._reload is not None
         try:
             new = self._reload()
@@ -294,12 +302,20 @@ class Daemon:
                      old=list(old.node.members), new=list(new.node.members))
             self.config = old.model_copy(update={"node": new.node})
             self._request_pump()
-        rest_old = old.model_dump(exclude={"node": {"members"}, "security": {"key_file"}})
-        rest_new = new.model_dump(exclude={"node": {"members"}, "security": {"key_file"}})
+        if (isinstance(self.transport, UnicastTransport)
+                and new.network.peers != old.network.peers):
+            self.transport.set_peers(new.network.peers)  # names: at the next lookup round
+            log.info("peer addresses reloaded", node=self.node_id,
+                     peers={str(k): v for k, v in new.network.peers.items()})
+            self.config = self.config.model_copy(update={
+                "network": self.config.network.model_copy(update={"peers": new.network.peers})})
+        skip = {"node": {"members"}, "security": {"key_file"}, "network": {"peers"}}
+        rest_old = old.model_dump(exclude=skip)
+        rest_new = new.model_dump(exclude=skip)
         if rest_old != rest_new:
             changed = sorted(k for k in rest_new if rest_new[k] != rest_old.get(k))
-            log.warning("reload: only node.members and the key file's keys take effect "
-                        "without a restart",
+            log.warning("reload: only node.members, network.peers and the key file's keys "
+                        "take effect without a restart",
                         node=self.node_id, changed_sections=changed)
 
     def request_stop(self, why: str = "request") -> None:

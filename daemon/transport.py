@@ -29,8 +29,12 @@ import errno
 import socket
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from amcast.daemon.config import NetworkSection
+
+if TYPE_CHECKING:
+    from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import ConfigurationError
 
 MAX_DATAGRAM = 65535
@@ -215,3 +219,14 @@ class MulticastTransport:
             except OSError:
                 pass
             sock.close()
+
+
+def open_transport(net: NetworkSection, node_id: int,
+                   on_resolve_error: Callable[[int, str], None] | None = None
+                   ) -> MulticastTransport | UnicastTransport:
+    """The transport ``network.transport`` names (``unicast``: ``amcast.daemon.unicast``)."""
+    if net.transport == "unicast":
+        from amcast.daemon.unicast import UnicastTransport
+
+        return UnicastTransport(net, node_id, on_resolve_error=on_resolve_error)
+    return MulticastTransport(net)

@@ -87,6 +87,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
                    help="[protocol] setting for every daemon (repeatable)")
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: a temp dir)")
+    p.add_argument("--transport", choices=("multicast", "unicast"), default="multicast",
+                   help="network.transport of the daemons (default multicast)")
 
 
 # ---- pure computations (tested with hand-made samples) --------------------------------
@@ -298,7 +300,8 @@ def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
 
 
 def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    cluster = LocalCluster(n, base / f"throughput-n{n}", protocol=protocol_settings(args.protocol))
+    cluster = LocalCluster(n, base / f"throughput-n{n}", protocol=protocol_settings(args.protocol),
+                           transport=args.transport)
     print(f"[bench cluster] N={n}: starting daemons ...", file=sys.stderr, flush=True)
     cluster.start()
     try:
@@ -378,7 +381,8 @@ STAGE_COLUMNS = ["N", "client p50 ms", "vertex->ordered at sender p50 ms", "p99 
 
 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol))
+    cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol),
+                           transport=args.transport)
     total = args.latency_warmup + args.latency_duration
     print(f"[bench cluster] N={n}: latency run, {args.latency_rate:.0f} msgs/s from node 0 for "
           f"{total:.0f} s (warm-up {args.latency_warmup:.0f} s) ...", file=sys.stderr, flush=True)
@@ -456,7 +460,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "title": f"amcast bench cluster (W1): {args.size}-byte agreed messages, every node "
                  f"sending, {args.duration:.0f} s after {args.warmup:.0f} s warm-up"
-                 f"{'' if args.receive else ', clients not receiving'}",
+                 f"{'' if args.receive else ', clients not receiving'}"
+                 f"{', over UDP unicast' if args.transport == 'unicast' else ''}",
         "tables": [
             {"title": "throughput (saturation)", "columns": THROUGHPUT_COLUMNS, "rows": rows},
             *([{"title": f"light load ({lat_title}, every node receiving; latency at the "

@@ -35,8 +35,11 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
                           check=check)
 
 
-@pytest.fixture
-def namespaces() -> Iterator[tuple[list[str], list[str]]]:
+@pytest.fixture(params=["multicast", "unicast"])
+def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list[str], str]]:
+    """Namespaces on a bridge; for ``unicast`` their links have multicast off and no
+    multicast route, so nothing of the unicast path can use it."""
+    transport = request.param
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("network namespaces need root and iproute2 (`ip`)")
     tag = secrets.token_hex(3)
@@ -58,11 +61,16 @@ def namespaces() -> Iterator[tuple[list[str], list[str]]]:
             _ip("link", "set", inner, "netns", ns)
             _ip("link", "set", outer, "master", bridge)
             _ip("link", "set", outer, "up")
-            for args in (("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up"),
-                         ("link", "set", inner, "up", "multicast", "on"),
-                         ("route", "add", "224.0.0.0/4", "dev", inner)):
+            setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up")]
+            if transport == "multicast":
+                setup += [("link", "set", inner, "up", "multicast", "on"),
+                          ("route", "add", "224.0.0.0/4", "dev", inner)]
+            else:
+                setup += [("link", "set", inner, "up", "multicast", "off"),
+                          ("link", "set", "lo", "multicast", "off")]
+            for args in setup:
                 _ip("-n", ns, *args)
-        yield names, addresses
+        yield names, addresses, transport
     finally:
         for ns in names:
             _ip("netns", "del", ns, check=False)
@@ -95,11 +103,11 @@ async def _run(cluster: LocalCluster) -> list[LoadReport]:
 
 
 def test_three_namespaces_over_a_bridge_deliver_the_identical_order(
-    namespaces: tuple[list[str], list[str]], tmp_path: Path
+    namespaces: tuple[list[str], list[str], str], tmp_path: Path
 ) -> None:
-    names, addresses = namespaces
+    names, addresses, transport = namespaces
     cluster = LocalCluster(NODES, tmp_path / "c", protocol={"insecure": True, **STEADY},
-                           metrics=False,
+                           metrics=False, transport=transport,
                            interfaces=addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in names])
     cluster.start(timeout=30)

@@ -54,6 +54,7 @@ class Lan:
     addresses: list[str]
     outer: list[str]  # the bridge-side end of each namespace's veth
     bridges: tuple[str, str]  # A: the LAN; B: where a cut-off side is moved
+    transport: str = "multicast"  # unicast: no multicast on the links, no route for it
 
     def partition(self, side: list[int]) -> float:
         """Cut ``side`` off from the others; the time just before."""
@@ -69,8 +70,9 @@ class Lan:
         return at
 
 
-@pytest.fixture
-def lan() -> Iterator[Lan]:
+@pytest.fixture(params=["multicast", "unicast"])
+def lan(request: pytest.FixtureRequest) -> Iterator[Lan]:
+    transport = request.param
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("network namespaces need root and iproute2 (`ip`)")
     tag = secrets.token_hex(3)
@@ -94,11 +96,16 @@ def lan() -> Iterator[Lan]:
             _ip("link", "set", inner, "netns", ns)
             _ip("link", "set", outer[i], "master", bridges[0])
             _ip("link", "set", outer[i], "up")
-            for args in (("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up"),
-                         ("link", "set", inner, "up", "multicast", "on"),
-                         ("route", "add", "224.0.0.0/4", "dev", inner)):
+            setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up")]
+            if transport == "multicast":
+                setup += [("link", "set", inner, "up", "multicast", "on"),
+                          ("route", "add", "224.0.0.0/4", "dev", inner)]
+            else:
+                setup += [("link", "set", inner, "up", "multicast", "off"),
+                          ("link", "set", "lo", "multicast", "off")]
+            for args in setup:
                 _ip("-n", ns, *args)
-        yield Lan(names, addresses, outer, bridges)
+        yield Lan(names, addresses, outer, bridges, transport)
     finally:
         for ns in names:
             _ip("netns", "del", ns, check=False)
@@ -171,7 +178,7 @@ def test_partitions_3_1_and_2_2_only_a_majority_orders_and_heals_merge(
     lan: Lan, tmp_path: Path,
 ) -> None:
     cluster = LocalCluster(NODES, tmp_path / "c", metrics=False, log_level="info",
-                           interfaces=lan.addresses,
+                           transport=lan.transport, interfaces=lan.addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in lan.names])
     cluster.start(timeout=60)
     try:
@@ -209,7 +216,7 @@ def test_netem_loss_and_delay_on_one_link(lan: Lan, tmp_path: Path) -> None:
         pytest.skip(f"tc netem is not available on this kernel ({probe.stderr.strip()}; "
                     "the sch_netem module is missing): no loss or delay injected")
     cluster = LocalCluster(NODES, tmp_path / "c", metrics=False, log_level="info",
-                           interfaces=lan.addresses,
+                           transport=lan.transport, interfaces=lan.addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in lan.names])
     cluster.start(timeout=60)
     try:

@@ -40,10 +40,11 @@ WAIT = 30.0  # bound on every wait for a view (a loaded 2-core CI machine)
 LOAD_S = 1.0  # seconds of load between the steps
 
 
-@pytest.fixture
-async def run() -> AsyncIterator[FaultRun]:
+@pytest.fixture(params=["multicast", "unicast"])
+async def run(request: pytest.FixtureRequest) -> AsyncIterator[FaultRun]:
     directory = Path(tempfile.mkdtemp(prefix="amfo-", dir="/tmp"))
-    cluster = LocalCluster(4, directory, metrics=False, log_level="info")
+    cluster = LocalCluster(4, directory, metrics=False, log_level="info",
+                           transport=request.param)
     await asyncio.to_thread(cluster.start, 60)
     fault_run = FaultRun(cluster, rate=200)
     try:
@@ -110,7 +111,10 @@ async def test_kill9_mid_stream_survivors_go_on_and_the_restarted_daemon_rejoins
     info = verdict.views[final.frame["view"]]
     assert sorted(info["complete"]) == sorted(r.tag for r in run.live())
     for rec in run.live():
-        last = (rec.tag, rec.next_number - 1)
+        # its last message that was not reported back as undelivered (a spurious view
+        # change on a loaded machine reports the messages it left in doubt)
+        told = [k for k in range(rec.next_number) if k not in rec.reported]
+        last = (rec.tag, told[-1])
         assert all(last in other.delivered_keys() for other in run.live()), (rec, last)
 
 

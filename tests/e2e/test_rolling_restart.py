@@ -37,13 +37,14 @@ WAIT = 30.0
 LOAD_S = 1.0
 
 
-@pytest.fixture
-async def make_run() -> AsyncIterator[Callable[[int], object]]:
+@pytest.fixture(params=["multicast", "unicast"])
+async def make_run(request: pytest.FixtureRequest) -> AsyncIterator[Callable[[int], object]]:
     made: list[tuple[LocalCluster, FaultRun, Path]] = []
 
     async def make(n: int) -> FaultRun:
         directory = Path(tempfile.mkdtemp(prefix="amrr-", dir="/tmp"))
-        cluster = LocalCluster(n, directory, metrics=False, log_level="info")
+        cluster = LocalCluster(n, directory, metrics=False, log_level="info",
+                               transport=request.param)
         run = FaultRun(cluster, rate=200)
         made.append((cluster, run, directory))
         await asyncio.to_thread(cluster.start, 60)

@@ -1,0 +1,213 @@
+"""UDP unicast transport: where there is no IP multicast (clouds, Kubernetes).
+
+Theory of operation: the same contract as ``MulticastTransport`` (``start``, ``send``,
+``close``, counters), so the engine, its wire format, repair, flow control and
+membership do not know which one runs. One non-blocking UDP socket bound to
+``(network.interface, network.port)`` receives from anyone (every datagram is
+authenticated by the engine before it is used, so the source address is not trusted)
+and sends each datagram once to every other member's address from ``network.peers``
+(``node id -> "host:port"``): a multicast of N members costs N-1 ``sendto`` calls and
+N-1 copies on the network, the price of not having multicast (Corosync's udpu and
+knet, JGroups' TCPPING/UDP unicast pay the same).
+
+Addresses: a literal IPv4 address is used as it is; a host name is resolved at start
+(``socket.getaddrinfo``, IPv4) and again every ``network.resolve_interval_s`` on the
+event loop's resolver (``loop.getaddrinfo``), so a member that restarts with a new
+address (a rescheduled pod behind a headless Service) is reached again within one
+interval. A name that does not resolve (yet) is skipped: its datagrams are counted in
+``send_errors["unresolved"]`` (and repaired by the engine once it resolves), and the
+first failure of each name is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import socket
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from amcast.daemon.config import NetworkSection, split_host_port
+from amcast.daemon.transport import MAX_DATAGRAM, TransportSetupError, errno_hint
+
+
+def is_literal(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def resolve_now(host: str) -> str | None:
+    """The first IPv4 address of ``host`` (blocking; ``None`` when it does not resolve)."""
+    if is_literal(host):
+        return host
+    try:
+        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    return str(infos[0][4][0]) if infos else None
+
+
+def open_unicast_socket(net: NetworkSection) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, net.recv_buffer_bytes)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, net.send_buffer_bytes)
+        try:
+            sock.bind((net.interface, net.port))
+        except OSError as exc:
+            name = errno.errorcode.get(exc.errno or 0, "unknown")
+            hint = (f"port {net.port} is taken on {net.interface}: choose another network.port"
+                    if exc.errno == errno.EADDRINUSE else errno_hint(exc.errno or 0, net))
+            raise TransportSetupError(
+                f"cannot bind the unicast socket to {net.interface}:{net.port} "
+                f"({name}: {exc.strerror}): {hint}") from None
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class UnicastTransport:
+    """One UDP socket; every datagram to each member's address (module docstring)."""
+
+    def __init__(self, net: NetworkSection, node_id: int, *, batch: int = 256,
+                 on_resolve_error: Callable[[int, str], None] | None = None) -> None:
+        self.net = net
+        self.node_id = node_id
+        self._batch = batch
+        self._sock = open_unicast_socket(net)
+        self.own_address: tuple[str, int] = self._sock.getsockname()
+        self.peers: dict[int, tuple[str, int]] = {}
+        """Node id -> (host as configured, port)."""
+        self.addresses: dict[int, tuple[str, int]] = {}
+        """Node id -> the resolved (IPv4, port) datagrams go to now."""
+        self.send_errors: Counter[str] = Counter()
+        self.datagrams_sent = 0
+        self.bytes_sent = 0
+        self.datagrams_received = 0
+        self.bytes_received = 0
+        self.on_send_error: Callable[[str, str], None] | None = None
+        self.on_resolve_error = on_resolve_error
+        self._failed_names: set[str] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._resolver: asyncio.Task[None] | None = None
+        self.set_peers(net.peers, resolve=True)
+
+    @property
+    def rcvbuf(self) -> int:
+        return self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+    def set_peers(self, peers: Mapping[int, str], resolve: bool = False) -> None:
+        """The members' addresses (a reload may change them); ``resolve`` looks names up
+        now (blocking: start-up only), else they wait for the next resolution round."""
+        self.peers = {node: split_host_port(address, f"network.peers.{node}")
+                      for node, address in peers.items() if node != self.node_id}
+        old = self.addresses
+        self.addresses = {}
+        for node, (host, port) in self.peers.items():
+            if is_literal(host):
+                self.addresses[node] = (host, port)
+            elif resolve:
+                ip = resolve_now(host)
+                if ip is not None:
+                    self.addresses[node] = (ip, port)
+                else:
+                    self._resolve_failed(node, host)
+            elif node in old:
+                self.addresses[node] = (old[node][0], port)
+
+    def _resolve_failed(self, node: int, host: str) -> None:
+        if host not in self._failed_names:
+            self._failed_names.add(host)
+            if self.on_resolve_error is not None:
+                self.on_resolve_error(node, host)
+
+    async def resolve_names(self) -> None:
+        """One round of lookups of the peers' host names (on the loop's resolver)."""
+        loop = asyncio.get_running_loop()
+        for node, (host, port) in list(self.peers.items()):
+            if is_literal(host):
+                continue
+            try:
+                infos = await loop.getaddrinfo(host, None, family=socket.AF_INET,
+                                               type=socket.SOCK_DGRAM)
+            except OSError:
+                infos = []
+            if infos and self.peers.get(node) == (host, port):
+                self.addresses[node] = (str(infos[0][4][0]), port)
+                self._failed_names.discard(host)
+            elif not infos:
+                self._resolve_failed(node, host)  # keep the last good address, if any
+
+    async def _resolve_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.net.resolve_interval_s)
+            await self.resolve_names()
+
+    def start(
+        self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
+    ) -> None:
+        sock = self._sock
+        batch = self._batch
+
+        def readable() -> None:
+            got: list[bytes] = []
+            nbytes = 0
+            recv = sock.recv
+            for _ in range(batch):
+                try:
+                    data = recv(MAX_DATAGRAM)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError as exc:  # ECONNREFUSED from an ICMP of a dead peer: not fatal
+                    self._count_error(exc)
+                    continue
+                got.append(data)
+                nbytes += len(data)
+            if got:
+                self.datagrams_received += len(got)
+                self.bytes_received += nbytes
+                on_datagrams(got)
+
+        self._loop = loop
+        loop.add_reader(sock.fileno(), readable)
+        if any(not is_literal(host) for host, _ in self.peers.values()):
+            self._resolver = loop.create_task(self._resolve_forever())
+
+    def send(self, datagrams: list[bytes]) -> None:
+        sendto = self._sock.sendto
+        targets = list(self.addresses.values())
+        unresolved = len(self.peers) - len(targets)
+        for data in datagrams:
+            for dest in targets:
+                try:
+                    sendto(data, dest)
+                except OSError as exc:
+                    self._count_error(exc)
+                    continue
+                self.datagrams_sent += 1
+                self.bytes_sent += len(data)
+        if unresolved:
+            self.send_errors["unresolved"] += unresolved * len(datagrams)
+
+    def _count_error(self, exc: OSError) -> None:
+        name = errno.errorcode.get(exc.errno or 0, "unknown").lower()
+        reason = f"send_{name}" if name != "unknown" else "send_error"
+        first = reason not in self.send_errors
+        self.send_errors[reason] += 1
+        if first and self.on_send_error is not None:
+            self.on_send_error(reason, errno_hint(exc.errno or 0, self.net))
+
+    def close(self) -> None:
+        if self._resolver is not None:
+            self._resolver.cancel()
+            self._resolver = None
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._sock.fileno())
+        self._loop = None
+        self._sock.close()

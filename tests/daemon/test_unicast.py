@@ -1,0 +1,124 @@
+"""UDP unicast transport on loopback: every datagram to each peer, names resolved and
+re-resolved, an unresolvable peer counted, config checks."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+from amcast.daemon.config import DaemonConfig, NetworkSection
+from amcast.daemon.transport import TransportSetupError, open_transport
+from amcast.daemon.unicast import UnicastTransport
+from pydantic import ValidationError
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def nets(n: int, host: str = "127.0.0.1") -> list[NetworkSection]:
+    ports = [free_udp_port() for _ in range(n)]
+    return [NetworkSection(transport="unicast", interface="127.0.0.1", port=ports[i],
+                           peers={j: f"{host}:{ports[j]}" for j in range(n) if j != i})
+            for i in range(n)]
+
+
+async def test_each_datagram_reaches_every_other_member_once() -> None:
+    loop = asyncio.get_running_loop()
+    configs = nets(3)
+    transports = [UnicastTransport(net, i) for i, net in enumerate(configs)]
+    queues: list[asyncio.Queue[list[bytes]]] = [asyncio.Queue() for _ in transports]
+    for t, q in zip(transports, queues, strict=True):
+        t.start(loop, q.put_nowait)
+    try:
+        transports[0].send([b"one", b"two"])
+        for q in queues[1:]:
+            got: list[bytes] = []
+            while len(got) < 2:
+                got += await asyncio.wait_for(q.get(), 5)
+            assert got == [b"one", b"two"]
+        assert queues[0].empty()  # no copy to itself
+        assert transports[0].datagrams_sent == 4  # 2 datagrams x 2 peers
+        assert transports[1].datagrams_received == 2
+    finally:
+        for t in transports:
+            t.close()
+
+
+async def test_host_names_resolve_and_follow_a_moved_peer(monkeypatch: Any) -> None:
+    loop = asyncio.get_running_loop()
+    a_net, b_net = nets(2, host="localhost")
+    a = UnicastTransport(a_net, 0)
+    assert a.addresses == {1: ("127.0.0.1", b_net.port)}
+    answers = {"localhost": "127.0.0.2"}  # the peer came back at another address
+
+    async def fake_getaddrinfo(host: str, *args: Any, **kw: Any) -> list[Any]:
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_DGRAM, 17, "", (answers[host], 0))]
+
+    monkeypatch.setattr(loop, "getaddrinfo", fake_getaddrinfo)
+    try:
+        await a.resolve_names()
+        assert a.addresses == {1: ("127.0.0.2", b_net.port)}
+        del answers["localhost"]  # DNS fails for a while: the last good address stays
+        await a.resolve_names()
+        assert a.addresses == {1: ("127.0.0.2", b_net.port)}
+    finally:
+        a.close()
+
+
+def test_a_name_that_does_not_resolve_is_skipped_counted_and_reported_once(
+    monkeypatch: Any,
+) -> None:
+    real = socket.getaddrinfo
+
+    def no_dns(host: str, *args: Any, **kw: Any) -> Any:  # no resolver wait in a test
+        if host.endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    port = free_udp_port()
+    net = NetworkSection(transport="unicast", interface="127.0.0.1", port=free_udp_port(),
+                         peers={1: f"127.0.0.1:{port}", 2: "no-such-host.invalid:4000"})
+    failed: list[tuple[int, str]] = []
+    t = UnicastTransport(net, 0, on_resolve_error=lambda n, h: failed.append((n, h)))
+    try:
+        assert set(t.addresses) == {1}
+        t.send([b"x", b"y"])
+        t.send([b"z"])
+        assert t.send_errors["unresolved"] == 3 and t.datagrams_sent == 3
+        t.set_peers(net.peers, resolve=True)
+        assert failed == [(2, "no-such-host.invalid")]  # logged once per name
+    finally:
+        t.close()
+
+
+def test_config_needs_every_other_members_address_and_refuses_bad_ones() -> None:
+    base: dict[str, Any] = {"node": {"id": 0, "members": [0, 1, 2]},
+                            "protocol": {"insecure": True}}
+    with pytest.raises(ValidationError, match=r"network.peers for members \[2\]"):
+        DaemonConfig.model_validate({**base, "network": {
+            "transport": "unicast", "peers": {"1": "h1:4000"}}})
+    for bad in ("h1", "h1:0", "h1:70000", ":4000", "h1:x"):
+        with pytest.raises(ValidationError, match="is not 'host:port'"):
+            NetworkSection(transport="unicast", peers={1: bad})
+    ok = DaemonConfig.model_validate({**base, "network": {
+        "transport": "unicast", "peers": {"1": "h1:4000", "2": "10.0.0.2:4000"}}})
+    assert ok.network.peers == {1: "h1:4000", 2: "10.0.0.2:4000"}
+
+
+def test_a_taken_port_is_an_actionable_error() -> None:
+    (net,) = nets(1)
+    hog = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    hog.bind(("127.0.0.1", net.port))
+    try:
+        with pytest.raises(TransportSetupError, match=r"choose another network\.port"):
+            open_transport(net, 0)
+    finally:
+        hog.close()
