@@ -18,8 +18,8 @@ COPY analytics ./analytics
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
 FROM python:3.11-slim AS amcastd
-RUN groupadd --system amcast \
- && useradd --system --gid amcast --home-dir /var/lib/amcast --shell /usr/sbin/nologin amcast \
+RUN groupadd --system --gid 999 amcast \
+ && useradd --system --uid 999 --gid amcast --home-dir /var/lib/amcast --shell /usr/sbin/nologin amcast \
  && install -d -o amcast -g amcast -m 0750 /run/amcast /var/lib/amcast /var/log/amcast /etc/amcast \
  && install -d -o amcast -g amcast -m 0700 /etc/amcast/keys
 COPY --from=build /wheels /wheels

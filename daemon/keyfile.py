@@ -2,8 +2,10 @@
 
 Theory of operation: the key ring (``amcast.protocols.wire.keys``) is what makes a peer
 a member, so its file is treated like an ssh private key or corosync's authkey: it must
-be a regular file with no permission bits for group or others (``chmod 0400``), or the
-daemon does not start (``ConfigurationError``, one line naming the fix). ``amcast
+be a regular file with no permission bits for others and none but read for its group
+(``chmod 0400``; 0440 where the daemon reads it through its group, as a Kubernetes
+Secret mounted with ``fsGroup`` is), or the daemon does not start
+(``ConfigurationError``, one line naming the fix). ``amcast
 keygen`` writes such files. The daemon reads it at start and again on SIGHUP (a key
 rollover, ``Runner.reload``).
 """
@@ -35,10 +37,11 @@ def load_keyring(path: str) -> Keyring:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ConfigurationError(f"security.key_file {path} is not a regular file")
-        if st.st_mode & 0o077:
+        if st.st_mode & 0o027:
             raise ConfigurationError(
-                f"security.key_file {path} is open to group or others "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}): chmod 0400 {path}")
+                f"security.key_file {path} is open to others or writable by its group "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}): chmod 0400 {path} (0440 to share "
+                "it with the daemon's group)")
         if st.st_size > MAX_KEY_FILE_BYTES:
             raise ConfigurationError(f"security.key_file {path} is too large to be a key file")
         data = os.read(fd, MAX_KEY_FILE_BYTES + 1)

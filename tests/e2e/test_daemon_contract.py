@@ -362,8 +362,11 @@ def test_key_file_problems_stop_the_start_with_one_line(short_dir: Path) -> None
     cases = []
     cases.append(("does not exist: make one with `amcast keygen", daemon(config, "--check")))
     keygen.create(key_file)
-    key_file.chmod(0o440)
-    cases.append(("is open to group or others (mode 0440): chmod 0400", daemon(config, "--check")))
+    key_file.chmod(0o444)
+    cases.append(("is open to others or writable by its group (mode 0444): chmod 0400",
+                  daemon(config, "--check")))
+    key_file.chmod(0o460)
+    cases.append(("(mode 0460)", daemon(config, "--check")))
     key_file.chmod(0o600)
     key_file.write_text("1 abcd\n")
     cases.append(("line 1: the key has 2 bytes, not 32", daemon(config, "--check")))
