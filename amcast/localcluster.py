@@ -198,8 +198,8 @@ class LocalCluster:
                            for j in members]
                 tables["network"].update(
                     transport="unicast", port=unicast_ports[i],
-                    peers={str(j): f"{address[j]}:{unicast_ports[j]}"
-                           for j in members if j != i})
+                    peers={str(j): (f"[{address[j]}]" if ":" in address[j] else address[j])
+                                   + f":{unicast_ports[j]}" for j in members if j != i})
             for section, values in self.extra.items():
                 tables.setdefault(section, {}).update(values)
             path = ndir / "amcastd.toml"

@@ -98,16 +98,29 @@ class NetworkSection(_Section):
     @field_validator("group")
     @classmethod
     def _group(cls, value: str) -> str:
-        addr = ipaddress.IPv4Address(value)
+        addr = ipaddress.ip_address(value)
         if not addr.is_multicast:
-            raise ValueError(f"{value} is not an IPv4 multicast address (224.0.0.0/4)")
+            raise ValueError(f"{value} is not a multicast address (224.0.0.0/4, ff00::/8)")
         return value
 
     @field_validator("interface")
     @classmethod
     def _interface(cls, value: str) -> str:
-        ipaddress.IPv4Address(value)
+        ipaddress.ip_address(value)
         return value
+
+    @model_validator(mode="after")
+    def _one_family(self) -> NetworkSection:
+        if (self.transport == "multicast" and ipaddress.ip_address(self.group).version
+                != ipaddress.ip_address(self.interface).version):
+            raise ValueError(f"group {self.group} and interface {self.interface} are not of "
+                             "one IP version (IPv6: an ff0x:: group and an IPv6 address)")
+        return self
+
+    @property
+    def ipv6(self) -> bool:
+        """The daemon speaks IPv6 (its interface address is one)."""
+        return ipaddress.ip_address(self.interface).version == 6
 
     @field_validator("peers")
     @classmethod
@@ -118,8 +131,17 @@ class NetworkSection(_Section):
 
 
 def split_host_port(address: str, what: str = "address") -> tuple[str, int]:
-    """``"host:port"`` -> ``(host, port)``; ``ValueError`` naming ``what`` otherwise."""
+    """``"host:port"`` or ``"[v6 address]:port"`` -> ``(host, port)``; ``ValueError``
+    naming ``what`` otherwise."""
     host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{what}: {address!r}: {host!r} is not an IPv6 address") from None
+    elif ":" in host:
+        raise ValueError(f"{what}: {address!r}: write an IPv6 address as '[addr]:port'")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError(f"{what}: {address!r} is not 'host:port' (port 1..65535)")
     return host, int(port)

@@ -1,4 +1,4 @@
-"""UDP IP-multicast transport between daemons, set up the python-zeroconf way.
+"""UDP IP-multicast transport between daemons (IPv4 or IPv6), set up the python-zeroconf way.
 
 Theory of operation: two non-blocking sockets.
 
@@ -10,6 +10,10 @@ Theory of operation: two non-blocking sockets.
 - The *send* socket binds to ``(interface, 0)`` and sets ``IP_MULTICAST_IF``,
   ``IP_MULTICAST_TTL`` and ``IP_MULTICAST_LOOP``. Its own address is how we recognise
   (and skip) our own datagrams looping back.
+- IPv6 (an IPv6 ``interface`` and an ``ff0x::`` group, e.g. ``ff05::4242``, site-local
+  scope): the same with ``IPV6_JOIN_GROUP``, ``IPV6_MULTICAST_IF``/``_HOPS``/``_LOOP``;
+  the kernel wants the interface's *index*, found from its address in
+  ``/proc/net/if_inet6``.
 
 ``MulticastTransport.start(loop, on_datagrams)`` registers one reader callback that
 drains the receive socket (up to ``batch`` datagrams per wake-up) and hands the list
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import struct
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -85,8 +90,36 @@ def _fail(step: str, exc: OSError, net: NetworkSection) -> TransportSetupError:
     )
 
 
+def ipv6_interface_index(address: str) -> int:
+    """The index of the interface that holds IPv6 ``address`` (Linux: /proc/net/if_inet6);
+    ``TransportSetupError`` when no interface does."""
+    want = socket.inet_pton(socket.AF_INET6, address).hex()
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as fh:
+            for line in fh:
+                fields = line.split()
+                if len(fields) >= 2 and fields[0] == want:
+                    return int(fields[1], 16)
+    except OSError:
+        pass
+    raise TransportSetupError(
+        f"no interface has the IPv6 address {address}: set network.interface to one of "
+        "`ip -6 addr` (a global or unique-local address; link-local ones are not supported)")
+
+
+def _membership(net: NetworkSection) -> tuple[int, int, bytes]:
+    """``(level, option, request)`` of joining (IP[V6]_ADD_MEMBERSHIP) the group."""
+    if net.ipv6:
+        index = ipv6_interface_index(net.interface)
+        return (socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP,
+                socket.inet_pton(socket.AF_INET6, net.group) + struct.pack("@I", index))
+    return (socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+            socket.inet_aton(net.group) + socket.inet_aton(net.interface))
+
+
 def open_receive_socket(net: NetworkSection) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if hasattr(socket, "SO_REUSEPORT"):
@@ -97,10 +130,10 @@ def open_receive_socket(net: NetworkSection) -> socket.socket:
         except OSError as exc:
             if exc.errno not in (errno.EADDRNOTAVAIL, errno.EINVAL):
                 raise _fail("bind", exc, net) from None
-            sock.bind(("", net.port))
-        mreq = socket.inet_aton(net.group) + socket.inet_aton(net.interface)
+            sock.bind(("::" if net.ipv6 else "", net.port))
+        level, option, request = _membership(net)
         try:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+            sock.setsockopt(level, option, request)
         except OSError as exc:
             raise _fail("join (IP_ADD_MEMBERSHIP)", exc, net) from None
         sock.setblocking(False)
@@ -111,15 +144,23 @@ def open_receive_socket(net: NetworkSection) -> socket.socket:
 
 
 def open_send_socket(net: NetworkSection) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, net.send_buffer_bytes)
         try:
-            sock.setsockopt(
-                socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(net.interface)
-            )
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, net.ttl)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, int(net.loopback))
+            if net.ipv6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
+                                ipv6_interface_index(net.interface))
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, net.ttl)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP,
+                                int(net.loopback))
+            else:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                                socket.inet_aton(net.interface))
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, net.ttl)
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP,
+                                int(net.loopback))
             sock.bind((net.interface, 0))
         except OSError as exc:
             raise _fail("send socket setup", exc, net) from None
@@ -143,7 +184,7 @@ class MulticastTransport:
         except BaseException:
             self._rx.close()
             raise
-        self.own_address: tuple[str, int] = self._tx.getsockname()
+        self.own_address: tuple[str, int] = self._tx.getsockname()[:2]
         self.send_errors: Counter[str] = Counter()
         self.datagrams_sent = 0
         self.bytes_sent = 0
@@ -175,7 +216,7 @@ class MulticastTransport:
                 except OSError as exc:  # e.g. ECONNREFUSED from an ICMP; never fatal
                     self._count_error(exc)
                     break
-                if addr == own:
+                if addr[0] == own[0] and addr[1] == own[1]:  # IPv6: 4-tuples
                     continue
                 got.append(data)
                 nbytes += len(data)
@@ -214,9 +255,11 @@ class MulticastTransport:
         for sock in (self._rx, self._tx):
             try:
                 if sock is self._rx:
-                    mreq = socket.inet_aton(self.net.group) + socket.inet_aton(self.net.interface)
-                    sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, mreq)
-            except OSError:
+                    level, _join, request = _membership(self.net)
+                    drop = (socket.IPV6_LEAVE_GROUP if level == socket.IPPROTO_IPV6
+                            else socket.IP_DROP_MEMBERSHIP)
+                    sock.setsockopt(level, drop, request)
+            except (OSError, TransportSetupError):
                 pass
             sock.close()
 

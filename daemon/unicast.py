@@ -10,13 +10,14 @@ and sends each datagram once to every other member's address from ``network.peer
 N-1 copies on the network, the price of not having multicast (Corosync's udpu and
 knet, JGroups' TCPPING/UDP unicast pay the same).
 
-Addresses: a literal IPv4 address is used as it is; a host name is resolved at start
-(``socket.getaddrinfo``, IPv4) and again every ``network.resolve_interval_s`` on the
-event loop's resolver (``loop.getaddrinfo``), so a member that restarts with a new
-address (a rescheduled pod behind a headless Service) is reached again within one
-interval. A name that does not resolve (yet) is skipped: its datagrams are counted in
-``send_errors["unresolved"]`` (and repaired by the engine once it resolves), and the
-first failure of each name is logged.
+Addresses: a literal address is used as it is (``"[v6 address]:port"`` for IPv6); a host
+name is resolved at start (``socket.getaddrinfo``, in the family of
+``network.interface``: an IPv6 interface makes an IPv6 daemon) and again every
+``network.resolve_interval_s`` on the event loop's resolver (``loop.getaddrinfo``), so a
+member that restarts with a new address (a rescheduled pod behind a headless Service)
+is reached again within one interval. A name that does not resolve (yet) is skipped:
+its datagrams are counted in ``send_errors["unresolved"]`` (and repaired by the engine
+once it resolves), and the first failure of each name is logged.
 """
 
 from __future__ import annotations
@@ -34,25 +35,27 @@ from amcast.daemon.transport import MAX_DATAGRAM, TransportSetupError, errno_hin
 
 def is_literal(host: str) -> bool:
     try:
-        ipaddress.IPv4Address(host)
+        ipaddress.ip_address(host)
     except ValueError:
         return False
     return True
 
 
-def resolve_now(host: str) -> str | None:
-    """The first IPv4 address of ``host`` (blocking; ``None`` when it does not resolve)."""
+def resolve_now(host: str, family: int = socket.AF_INET) -> str | None:
+    """The first address of ``host`` in ``family`` (blocking; ``None``: it does not
+    resolve)."""
     if is_literal(host):
         return host
     try:
-        infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_DGRAM)
+        infos = socket.getaddrinfo(host, None, family, socket.SOCK_DGRAM)
     except OSError:
         return None
     return str(infos[0][4][0]) if infos else None
 
 
 def open_unicast_socket(net: NetworkSection) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+    family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, net.recv_buffer_bytes)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, net.send_buffer_bytes)
@@ -80,8 +83,9 @@ class UnicastTransport:
         self.net = net
         self.node_id = node_id
         self._batch = batch
+        self._family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
         self._sock = open_unicast_socket(net)
-        self.own_address: tuple[str, int] = self._sock.getsockname()
+        self.own_address: tuple[str, int] = self._sock.getsockname()[:2]
         self.peers: dict[int, tuple[str, int]] = {}
         """Node id -> (host as configured, port)."""
         self.addresses: dict[int, tuple[str, int]] = {}
@@ -113,7 +117,7 @@ class UnicastTransport:
             if is_literal(host):
                 self.addresses[node] = (host, port)
             elif resolve:
-                ip = resolve_now(host)
+                ip = resolve_now(host, self._family)
                 if ip is not None:
                     self.addresses[node] = (ip, port)
                 else:
@@ -134,7 +138,7 @@ class UnicastTransport:
             if is_literal(host):
                 continue
             try:
-                infos = await loop.getaddrinfo(host, None, family=socket.AF_INET,
+                infos = await loop.getaddrinfo(host, None, family=self._family,
                                                type=socket.SOCK_DGRAM)
             except OSError:
                 infos = []

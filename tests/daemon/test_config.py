@@ -51,7 +51,7 @@ def test_config_path_from_environment(tmp_path: Path) -> None:
         ("[network]\nprot = 1\n", {}, "unknown key network.prot"),
         ("[netwrk]\n", {}, "unknown key netwrk"),
         ("[network]\nport = 70000\n", {}, "network.port"),
-        ('[network]\ngroup = "10.0.0.1"\n', {}, "not an IPv4 multicast address"),
+        ('[network]\ngroup = "10.0.0.1"\n', {}, "not a multicast address"),
         ("[node]\nid = 5\nmembers = [0, 1]\n", {}, "not in members"),
         ("[node]\nmembers = [1, 0]\n", {}, "ascending"),
         ("", {"AMCAST_NETWORK__TTL": "lots"}, "network.ttl"),

@@ -8,7 +8,7 @@ import socket
 from typing import Any
 
 import pytest
-from amcast.daemon.config import DaemonConfig, NetworkSection
+from amcast.daemon.config import DaemonConfig, NetworkSection, split_host_port
 from amcast.daemon.transport import TransportSetupError, open_transport
 from amcast.daemon.unicast import UnicastTransport
 from pydantic import ValidationError
@@ -122,3 +122,41 @@ def test_a_taken_port_is_an_actionable_error() -> None:
             open_transport(net, 0)
     finally:
         hog.close()
+
+
+async def test_ipv6_unicast_on_the_loopback() -> None:
+    loop = asyncio.get_running_loop()
+    ports = [free_udp_port(), free_udp_port()]
+    a = UnicastTransport(NetworkSection(transport="unicast", interface="::1", port=ports[0],
+                                        peers={1: f"[::1]:{ports[1]}"}), 0)
+    b = UnicastTransport(NetworkSection(transport="unicast", interface="::1", port=ports[1],
+                                        peers={0: f"[::1]:{ports[0]}"}), 1)
+    got: asyncio.Queue[list[bytes]] = asyncio.Queue()
+    b.start(loop, got.put_nowait)
+    try:
+        assert a.addresses == {1: ("::1", ports[1])}
+        a.send([b"over IPv6"])
+        assert await asyncio.wait_for(got.get(), 5) == [b"over IPv6"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_addresses_and_families_are_checked() -> None:
+    assert split_host_port("[fd42::10]:42999") == ("fd42::10", 42999)
+    assert split_host_port("node1.example:42999") == ("node1.example", 42999)
+    with pytest.raises(ValueError, match=r"as '\[addr\]:port'"):
+        split_host_port("fd42::10:42999")
+    with pytest.raises(ValueError, match="not an IPv6 address"):
+        split_host_port("[node1]:42999")
+    with pytest.raises(ValidationError, match="not of one IP version"):
+        NetworkSection(group="ff05::4242", interface="127.0.0.1")
+    with pytest.raises(ValidationError, match="not a multicast address"):
+        NetworkSection(group="fd42::1", interface="fd42::2")
+    assert NetworkSection(group="ff05::4242", interface="::1").ipv6
+
+
+def test_an_ipv6_interface_address_no_interface_holds_is_an_actionable_error() -> None:
+    net = NetworkSection(group="ff05::4242", interface="fd42:dead::77", port=free_udp_port())
+    with pytest.raises(TransportSetupError, match="no interface has the IPv6 address"):
+        open_transport(net, 0)

@@ -35,11 +35,12 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
                           check=check)
 
 
-@pytest.fixture(params=["multicast", "unicast"])
+@pytest.fixture(params=["multicast", "unicast", "multicast-ipv6", "unicast-ipv6"])
 def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list[str], str]]:
     """Namespaces on a bridge; for ``unicast`` their links have multicast off and no
-    multicast route, so nothing of the unicast path can use it."""
-    transport = request.param
+    multicast route, so nothing of the unicast path can use it; ``-ipv6``: only IPv6
+    unique-local addresses (fd42:R::/64, no DAD wait), an ff05:: group for multicast."""
+    transport, _, version = request.param.partition("-")
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("network namespaces need root and iproute2 (`ip`)")
     tag = secrets.token_hex(3)
@@ -50,7 +51,10 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
     _ip("netns", "del", probe)
     bridge = f"amb{tag}"
     names = [f"amc{tag}n{i}" for i in range(NODES)]
-    addresses = [f"10.231.{subnet}.{10 + i}" for i in range(NODES)]
+    if version == "ipv6":
+        addresses = [f"fd42:{subnet:x}::{10 + i:x}" for i in range(NODES)]
+    else:
+        addresses = [f"10.231.{subnet}.{10 + i}" for i in range(NODES)]
     try:
         _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
         _ip("link", "set", bridge, "up")
@@ -61,8 +65,15 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
             _ip("link", "set", inner, "netns", ns)
             _ip("link", "set", outer, "master", bridge)
             _ip("link", "set", outer, "up")
-            setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up")]
-            if transport == "multicast":
+            if version == "ipv6":
+                setup = [("-6", "addr", "add", f"{addr}/64", "dev", inner, "nodad"),
+                         ("link", "set", "lo", "up")]
+            else:
+                setup = [("addr", "add", f"{addr}/24", "dev", inner),
+                         ("link", "set", "lo", "up")]
+            if transport == "multicast" and version == "ipv6":  # ff00::/8 comes with the link
+                setup += [("link", "set", inner, "up", "multicast", "on")]
+            elif transport == "multicast":
                 setup += [("link", "set", inner, "up", "multicast", "on"),
                           ("route", "add", "224.0.0.0/4", "dev", inner)]
             else:
@@ -70,7 +81,7 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
                           ("link", "set", "lo", "multicast", "off")]
             for args in setup:
                 _ip("-n", ns, *args)
-        yield names, addresses, transport
+        yield names, addresses, request.param
     finally:
         for ns in names:
             _ip("netns", "del", ns, check=False)
@@ -105,9 +116,11 @@ async def _run(cluster: LocalCluster) -> list[LoadReport]:
 def test_three_namespaces_over_a_bridge_deliver_the_identical_order(
     namespaces: tuple[list[str], list[str], str], tmp_path: Path
 ) -> None:
-    names, addresses, transport = namespaces
+    names, addresses, kind = namespaces
+    transport, _, version = kind.partition("-")
+    group = {"group": f"ff05::42:{secrets.randbelow(0xffff):x}"} if version == "ipv6" else {}
     cluster = LocalCluster(NODES, tmp_path / "c", protocol={"insecure": True, **STEADY},
-                           metrics=False, transport=transport,
+                           metrics=False, transport=transport, **group,
                            interfaces=addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in names])
     cluster.start(timeout=30)
