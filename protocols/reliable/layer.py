@@ -31,14 +31,36 @@ from typing import Any
 
 from amcast.protocols.errors import ProtocolViolation
 from amcast.protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
+from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.reliable.repair import NackTimers, RepairTimers
 from amcast.protocols.reliable.stability import AckMatrix
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
-from amcast.protocols.wire.limits import FIXED_OVERHEAD, ITEM_OVERHEAD, NACK_RANGE_OVERHEAD
+from amcast.protocols.wire.limits import (
+    ACK_OVERHEAD,
+    FIXED_OVERHEAD,
+    FRAGMENT_OVERHEAD,
+    ITEM_OVERHEAD,
+    NACK_RANGE_OVERHEAD,
+)
 from amcast.protocols.wire.membership import Availability, HeldVertex
 
 Drop = Callable[[str, str], None]
+
+NACK_DROP_REASONS = ("nack_rate_limited", "nack_range_truncated", "nack_beyond_sent",
+                     "repair_rate_limited")
+"""Drop reasons of refused nack ranges (counted once per datagram and reason)."""
+
+
+def repair_size(v: Vertex) -> int:
+    """Upper bound of the bytes of a REPAIR datagram carrying ``v`` alone."""
+    size = FIXED_OVERHEAD + ACK_OVERHEAD * len(v.acks)
+    for it in v.items:
+        if isinstance(it, bytes):
+            size += ITEM_OVERHEAD + len(it)
+        else:
+            size += ITEM_OVERHEAD + FRAGMENT_OVERHEAD + len(it.chunk)
+    return size
 
 
 class ReliableCounters:
@@ -70,7 +92,10 @@ class ReliableLayer:
         now: float,
         drop: Drop,
         counters: ReliableCounters,
+        limiter: PeerLimiter | None = None,
     ) -> None:
+        """``limiter``: the per-peer nack and repair buckets, shared by the node's views
+        (``None``: this layer's own, from ``config.repair_limits``)."""
         cfg = config
         self.view_id = view_id
         self.node_id = node_id
@@ -85,6 +110,7 @@ class ReliableLayer:
         self._nacks = NackTimers(rng, nack_delay=cfg.nack_delay, nack_retry=cfg.nack_retry)
         self._repairs = RepairTimers(rng, repair_delay=cfg.repair_delay,
                                      holdoff=cfg.repair_holdoff)
+        self.limiter = limiter or PeerLimiter(cfg.repair_limits(len(members)))
         self.store: dict[int, dict[int, Vertex]] = {m: {} for m in members}
         self._gc_floor: dict[int, int] = dict.fromkeys(members, 0)
         self.seq = 0
@@ -163,8 +189,14 @@ class ReliableLayer:
         releaser.note_known(dg.sender, dg.hb_seq)
         if dg.acks:
             self.acks.report(dg.sender, dg.acks)
-        for node, first, last in dg.nacks:
-            self._on_nack(node, first, last, now)
+        if dg.nacks:
+            refused: dict[str, int] = {}
+            for node, first, last in dg.nacks:
+                reason = self._on_nack(dg.sender, node, first, last, now)
+                if reason is not None:
+                    refused[reason] = refused.get(reason, 0) + 1
+            for reason, n in refused.items():
+                self._drop(reason, f"{n} nack ranges from {dg.sender}")
         released: list[Vertex] = []
         if self.retired:
             return released
@@ -215,19 +247,44 @@ class ReliableLayer:
                 self._repairs.forget((node, seq))
             self._gc_floor[node] = stable
 
-    def _on_nack(self, node: int, first: int, last: int, now: float) -> None:
-        if node == self.node_id and not self.retired and first <= self.seq:
-            self.counters.own_losses += 1
-        if node != self.node_id and not self.retired:
-            first_missing = self.releaser.first_missing(node)
-            if first_missing is not None and first <= first_missing <= last:
-                self._nacks.heard_nack(node, now)
+    def _on_nack(self, peer: int, node: int, first: int, last: int,
+                 now: float) -> str | None:
+        """``peer`` misses ``node``'s vertices ``first..last``: schedule the repairs this
+        node can make, within ``peer``'s buckets. Returns why (part of) the range was
+        refused, or ``None``."""
+        limiter = self.limiter
+        if not limiter.allow_nack(peer, now):
+            return "nack_rate_limited"
+        own = node == self.node_id
+        reason = None
+        if own and last > self.seq:
+            # no member can know of own vertices we never sent: forged or replayed
+            reason = "nack_beyond_sent"
+            if first > self.seq:
+                return reason
+            last = self.seq
+        if not self.retired:
+            if own:
+                self.counters.own_losses += 1
+            else:
+                first_missing = self.releaser.first_missing(node)
+                if first_missing is not None and first <= first_missing <= last:
+                    self._nacks.heard_nack(node, now)
+        low = max(first, self._gc_floor[node] + 1)
+        high = min(last, self.releaser.released[node])  # the store holds what was released
+        if high - low >= self.cfg.max_repair_per_nack:
+            high = low + self.cfg.max_repair_per_nack - 1
+            reason = reason or "nack_range_truncated"
         store = self.store[node]
-        last = min(last, first + self.cfg.max_repair_per_nack - 1)
-        origin = node == self.node_id
-        for seq in range(max(first, self._gc_floor[node] + 1), last + 1):
-            if seq in store:
-                self._repairs.nacked((node, seq), now, origin=origin)
+        repairs = self._repairs
+        for seq in range(low, high + 1):
+            v = store.get(seq)
+            if v is None or not repairs.wants(v.id, now):
+                continue
+            if not limiter.allow_repair(peer, repair_size(v), now):
+                return "repair_rate_limited"
+            repairs.nacked(v.id, now, origin=own)
+        return reason
 
     # ------------------------------------------------------------------ send side
 
