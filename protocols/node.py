@@ -57,6 +57,7 @@ from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import (
     KIND_NAMES,
     Datagram,
+    Kind,
     MembershipDatagram,
     decode,
     encode,
@@ -79,6 +80,8 @@ class NodeStats:
     data_bytes_sent: int = 0
     """Bytes of DATA datagrams (header, tag and payload)."""
     bytes_received: int = 0
+    repair_bytes_sent: int = 0
+    """Bytes of REPAIR datagrams (retransmissions; what nacks made this node send)."""
     messages_submitted: int = 0
     messages_delivered: int = 0
     vertices_sent: int = 0
@@ -469,6 +472,8 @@ class Node:
             if isinstance(dg, Datagram):
                 if dg.kind == 0:
                     stats.data_bytes_sent += len(raw)
+                elif dg.kind == Kind.REPAIR:
+                    stats.repair_bytes_sent += len(raw)
                 stats.nack_ranges_sent += len(dg.nacks)
         return data
 
