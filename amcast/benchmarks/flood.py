@@ -35,6 +35,7 @@ Everything stays on 127.0.0.1 and a 239.255.x.y group (TTL 0), bounded in time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -49,9 +50,12 @@ from amcast.benchmarks.cluster import cpu_seconds
 from amcast.client import BlockingClient
 from amcast.floodattack import KINDS
 from amcast.localcluster import LocalCluster, write_private
+from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.ratelimit import RepairLimits
 
 NAME = "flood"
+DAEMON_RCVBUF = 4 << 20
+"""``network.recv_buffer_bytes``'s default: the engine's ``receive_buffer_bytes``."""
 HELP = "attack floods (garbage, forged, replayed, insider nacks): amplification, throughput"
 
 
@@ -248,10 +252,12 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
 
 
 def _limits(cluster: LocalCluster) -> RepairLimits:
-    """The daemons' resolved repair limits (from node 0's config file)."""
-    from amcast.daemon.config import load_config
-
-    return load_config(cluster.nodes[0].config).node_config().repair_limits(cluster.n)
+    """The daemons' resolved repair limits: their ``[protocol]`` table with the daemon's
+    default socket buffer (``network.recv_buffer_bytes``, which the bench leaves alone)."""
+    names = {f.name for f in dataclasses.fields(NodeConfig) if f.init}
+    table = {k: v for k, v in cluster.protocol.items() if k in names and k != "group_key"}
+    cfg = NodeConfig(**{**table, "insecure": True, "receive_buffer_bytes": DAEMON_RCVBUF})
+    return cfg.repair_limits(cluster.n)
 
 
 def _view_id(view: Any) -> int:
@@ -394,13 +400,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _progress(f"starting {args.nodes} daemons ...")
         cluster.start()
         try:
+            limits = _limits(cluster)
             m = measure(cluster, args, key_file, attacks)
         finally:
             cluster.stop()
     finally:
         if tmp is not None:
             tmp.cleanup()
-    limits = _limits(cluster)
     base, after = m["baseline"], m["after"]
     rows, drop_rows, figures = [], [], {}
     figures["baseline honest msgs/s"] = base["msgs_per_s"]
