@@ -15,9 +15,13 @@ Kinds:
   (ranges ``1 .. 2**62``), data, heartbeats. The receivers' authentication drops them.
 - ``replay``: join the group for ``--capture-s`` seconds (or until ``--count`` datagrams),
   record genuine traffic, then send it again, in a loop, byte for byte.
-- ``insider``: nacks sealed with the real group key (``--key-file``), claiming to come from
-  each member in turn, of view ``--view``, each range asking for every vertex of a member:
-  what a member holding the key could do. Only the receivers' rate limits stand in the way.
+- ``insider``: nacks sealed with the real group key (``--key-file``), of view ``--view``,
+  claiming to come from each member in turn: what a member holding the key could do. It
+  also listens to the group (decoding with the key) to learn each member's latest
+  sequence number, and asks for each member's last 256 vertices, the ones most likely
+  not yet stable (still held for retransmission); nacks of vertices never sent or
+  already acknowledged by the claimed sender would be refused. Only the receivers' rate
+  limits stand in the way.
 """
 
 from __future__ import annotations
@@ -67,6 +71,46 @@ def forged(rng: random.Random, auth: Authenticator, members: list[int], view: in
         return encode(Datagram(Kind.DATA, sender, view, seq, (), (v,)), auth)
     acks = tuple((m, rng.randint(0, 10**6)) for m in members)
     return encode(Datagram(Kind.HEARTBEAT, sender, view, 0, (), (), acks), auth)
+
+
+class SeqTracker:
+    """The latest sequence number of each member in view ``view``, learnt by listening to
+    the group with the key (an insider's view of the traffic)."""
+
+    def __init__(self, group: str, port: int, key: bytes | None, view: int) -> None:
+        from amcast.protocols.wire.limits import WireLimits
+
+        self._sock = open_socket(group, port, listen=True)
+        self._sock.setblocking(False)
+        self._auth, self._limits, self._view = Authenticator(key), WireLimits(), view
+        self.latest: dict[int, int] = {}
+
+    def poll(self, limit: int = 512) -> None:
+        from amcast.protocols.errors import DecodeError
+        from amcast.protocols.wire.codec import decode
+
+        for _ in range(limit):
+            try:
+                raw = self._sock.recv(65536)
+            except BlockingIOError:
+                return
+            try:
+                dg = decode(raw, self._auth, self._limits)
+            except DecodeError:
+                continue
+            if isinstance(dg, Datagram) and dg.view == self._view and dg.hb_seq:
+                self.latest[dg.sender] = max(self.latest.get(dg.sender, 0), dg.hb_seq)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def insider_nack(
+    auth: Authenticator, sender: int, view: int, latest: dict[int, int], span: int = 256
+) -> bytes:
+    """A NACK from ``sender`` asking for the last ``span`` vertices of every member."""
+    nacks = tuple((m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()))
+    return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth)
 
 
 def open_socket(group: str, port: int, *, listen: bool) -> socket.socket:
@@ -129,11 +173,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise SystemExit("replay: nothing heard on the group")
     wrong = Authenticator(WRONG_KEY)
     real = Authenticator(key)
-    insider = (
-        [nack_flood(real, m, args.view, members, min(64, len(members) * 8)) for m in members]
-        if args.kind == "insider"
-        else []
-    )
+    tracker = None
+    if args.kind == "insider":
+        tracker = SeqTracker(args.group, args.port, key, args.view)
+        deadline = time.monotonic() + args.capture_s
+        while not tracker.latest and time.monotonic() < deadline:
+            time.sleep(0.01)  # an insider first hears what the members have sent
+            tracker.poll()
+        if not tracker.latest:
+            tracker.close()
+            raise SystemExit("insider: nothing heard on the group")
     sock = open_socket(args.group, args.port, listen=False)
     dest = (args.group, args.port)
     sent = nbytes = 0
@@ -148,7 +197,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif args.kind == "replay":
                 data = source[i % len(source)]
             else:
-                data = insider[i % len(insider)]
+                assert tracker is not None
+                if i % 64 == 0:
+                    tracker.poll()
+                data = insider_nack(real, members[i % len(members)], args.view, tracker.latest)
             if gap and (wait := start + i * gap - time.monotonic()) > 0:
                 time.sleep(wait)
             try:
@@ -159,6 +211,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             nbytes += len(data)
     finally:
         sock.close()
+        if tracker is not None:
+            tracker.close()
     report.update(datagrams=sent, bytes=nbytes, seconds=time.monotonic() - start)
     return report
 

@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--capture-s",
         type=float,
         default=1.0,
-        help="seconds the replay attacker records genuine traffic (default 1)",
+        help="seconds the replay attacker records genuine traffic (and the most the insider "
+        "waits to hear some; default 1)",
     )
     p.add_argument("--size", type=int, default=100, help="honest payload bytes (default 100)")
     p.add_argument("--seed", type=int, default=1)
@@ -186,6 +187,7 @@ def attack_row(
         f["amplification"],
         w["msgs_per_s"],
         f["throughput_pct"],
+        w["cpu_s"],
         w["repairs_sent"],
         w["repair_bytes"],
         bound,
@@ -206,6 +208,7 @@ ATTACK_COLUMNS = [
     "sent/attack byte",
     "honest msgs/s",
     "% of baseline",
+    "daemon CPU s",
     "repairs sent",
     "repair bytes",
     "repair bound bytes",
@@ -443,7 +446,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             {
                 "title": f"baseline {base['msgs_per_s']:,.0f} msgs/s, "
                 f"{base['bytes_sent'] / base['seconds'] / 1e6:.2f} MB/s sent by the "
-                f"daemons, RSS max {base['rss_after'] / 2**20:.1f} MiB",
+                f"daemons, daemon CPU {base['cpu_s'] / base['seconds']:.2f} s/s, "
+                f"RSS max {base['rss_after'] / 2**20:.1f} MiB",
                 "columns": ATTACK_COLUMNS,
                 "rows": rows,
             },

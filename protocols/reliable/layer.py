@@ -47,10 +47,6 @@ from amcast.protocols.wire.membership import Availability, HeldVertex
 
 Drop = Callable[[str, str], None]
 
-NACK_DROP_REASONS = ("nack_rate_limited", "nack_range_truncated", "nack_beyond_sent",
-                     "repair_rate_limited")
-"""Drop reasons of refused nack ranges (counted once per datagram and reason)."""
-
 
 def repair_size(v: Vertex) -> int:
     """Upper bound of the bytes of a REPAIR datagram carrying ``v`` alone."""
@@ -256,13 +252,19 @@ class ReliableLayer:
         if not limiter.allow_nack(peer, now):
             return "nack_rate_limited"
         own = node == self.node_id
-        reason = None
         if own and last > self.seq:
-            # no member can know of own vertices we never sent: forged or replayed
-            reason = "nack_beyond_sent"
-            if first > self.seq:
-                return reason
-            last = self.seq
+            # no member can know of own vertices never sent: forged (or from a member with
+            # the key that lies), refused whole: no repair, no loss signal
+            return "nack_beyond_sent"
+        held = self.acks.held.get(peer, {}).get(node, 0)
+        if first <= held:
+            # the requester acknowledged these already, it cannot miss them: a stale nack
+            # (sent with the heartbeat that reports the repair) or a lie; not counted, as
+            # nacks of stable vertices are not
+            first = held + 1
+            if first > last:
+                return None
+        reason = None
         if not self.retired:
             if own:
                 self.counters.own_losses += 1

@@ -131,14 +131,24 @@ def test_a_long_range_is_truncated_to_max_repair_per_nack_and_counted() -> None:
     assert o.drops == {"nack_range_truncated": 1}
 
 
-def test_nacks_of_own_vertices_never_sent_are_ignored_and_counted() -> None:
+def test_nacks_of_own_vertices_never_sent_are_refused_whole_and_counted() -> None:
     o = Origin(cfg(), sent=5)
     o.nack(0.0, (6, 10**12))
+    o.nack(0.5, (4, 6))  # partly real: no honest member asks for seq 6, refused whole
     assert o.repairs(1.0) == []
     assert o.layer.counters.own_losses == 0  # no loss signal either: the window stays
-    o.nack(1.0, (4, 10**12))  # partly real: the real part is repaired
-    assert sorted(dg.vertices[0].seq for dg in o.repairs(2.0)) == [4, 5]
     assert o.drops == {"nack_beyond_sent": 2}
+
+
+def test_nacks_for_vertices_the_requester_acknowledged_are_ignored() -> None:
+    o = Origin(cfg(), sent=10)
+    o.layer.acks.report(2, ((1, 7),))  # peer 2 said it holds node 1's vertices up to 7
+    o.nack(0.0, (1, 7))
+    assert o.repairs(1.0) == []
+    assert o.layer.counters.own_losses == 0
+    o.nack(1.0, (5, 9))  # only 8 and 9 can be missing there
+    assert sorted(dg.vertices[0].seq for dg in o.repairs(2.0)) == [8, 9]
+    assert o.drops == {}  # stale nacks are honest: not counted as drops
 
 
 def test_nack_handling_is_rate_limited_per_peer() -> None:
