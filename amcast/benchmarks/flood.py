@@ -50,6 +50,7 @@ from amcast.benchmarks.cluster import cpu_seconds
 from amcast.client import BlockingClient
 from amcast.floodattack import KINDS
 from amcast.localcluster import LocalCluster, write_private
+from amcast.protocols.errors import AmcastError
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.ratelimit import RepairLimits
 
@@ -229,11 +230,28 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+PROBE_TRIES = 3
+PROBE_FAILURES: list[str] = []
+"""Status probes a daemon refused (e.g. ``hello_timeout``: its event loop was busy for
+``api.hello_timeout_s`` under a flood): reported in the notes, then tried again."""
+
+
+def _status(socket: str) -> dict[str, Any]:
+    for attempt in range(1, PROBE_TRIES + 1):
+        try:
+            with BlockingClient(socket, name="bench-probe") as c:
+                return dict(c.status())
+        except AmcastError as exc:
+            PROBE_FAILURES.append(f"status probe of {socket} failed ({attempt}): {exc}")
+            if attempt == PROBE_TRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
 def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
     out = []
     for n in cluster.nodes:
-        with BlockingClient(n.socket, name="bench-probe") as c:
-            st = c.status()
+        st = _status(n.socket)
         assert n.pid is not None
         engine, sent = st["engine"], st.get("datagrams", {}).get("sent", {})
         out.append(
@@ -432,6 +450,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "protection they pass authentication (duplicates, nacks answered within the "
         "rate limits)",
         *m["failures"],
+        *PROBE_FAILURES,
     ]
     for a in m["attacks"]:
         if "captured_kinds" in a["attack"]:
