@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tracker.close()
             raise SystemExit("insider: nothing heard on the group")
     sock = open_socket(args.group, args.port, listen=False)
-    dest = (args.group, args.port)
+    dest = (args.group, args.target_port or args.port)
     sent = nbytes = 0
     start = time.monotonic()
     gap = 1.0 / args.rate if args.rate else 0.0
@@ -226,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kind", choices=KINDS, required=True)
     p.add_argument("--group", required=True, help="the group's multicast address (239.x)")
     p.add_argument("--port", type=int, required=True)
+    p.add_argument(
+        "--target-port",
+        type=int,
+        default=0,
+        help="send to this port instead (a control: same attacker, no daemon listening)",
+    )
     p.add_argument("--count", type=int, default=100_000, help="datagrams to send")
     p.add_argument("--rate", type=float, default=0.0, help="at most this many per second")
     p.add_argument("--members", default="0,1,2", help="member ids to claim (comma-separated)")

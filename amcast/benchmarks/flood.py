@@ -13,6 +13,9 @@ Theory of operation:
    the attacker (``python -m amcast.floodattack``, its own process) until it has sent
    ``--datagrams`` datagrams to the group's address and port, wait ``--settle``
    seconds (repairs scheduled late), sample again.
+   With ``--control``, the same attacker runs once more right after, sending to a port
+   no daemon listens on: the honest throughput then shows what the attacker's own CPU
+   costs the honest load on this host (on a small machine, much of the drop).
 4. *After*: one more baseline window (the cluster recovered, or not).
 
 Figures of an attack window (``attack_figures()``, pure):
@@ -49,7 +52,7 @@ from typing import Any
 from amcast.benchmarks.cluster import cpu_seconds
 from amcast.client import BlockingClient
 from amcast.floodattack import KINDS
-from amcast.localcluster import LocalCluster, write_private
+from amcast.localcluster import LocalCluster, free_port, write_private
 from amcast.protocols.errors import AmcastError
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.ratelimit import RepairLimits
@@ -93,6 +96,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="seconds the replay attacker records genuine traffic (and the most the insider "
         "waits to hear some; default 1)",
+    )
+    p.add_argument(
+        "--control",
+        action="store_true",
+        help="after each attack, run the same attacker against a port no daemon listens "
+        "on: what its CPU alone costs the honest load on this host",
     )
     p.add_argument("--size", type=int, default=100, help="honest payload bytes (default 100)")
     p.add_argument("--seed", type=int, default=1)
@@ -175,7 +184,12 @@ def attack_figures(
 
 
 def attack_row(
-    kind: str, attack: Mapping[str, Any], w: Mapping[str, Any], f: Mapping[str, Any], bound: float
+    kind: str,
+    attack: Mapping[str, Any],
+    w: Mapping[str, Any],
+    f: Mapping[str, Any],
+    bound: float,
+    control_pct: float | None = None,
 ) -> list[Any]:
     return [
         kind,
@@ -188,6 +202,7 @@ def attack_row(
         f["amplification"],
         w["msgs_per_s"],
         f["throughput_pct"],
+        control_pct,
         w["cpu_s"],
         w["repairs_sent"],
         w["repair_bytes"],
@@ -209,6 +224,7 @@ ATTACK_COLUMNS = [
     "sent/attack byte",
     "honest msgs/s",
     "% of baseline",
+    "% control",
     "daemon CPU s",
     "repairs sent",
     "repair bytes",
@@ -290,7 +306,12 @@ def _progress(line: str) -> None:
 
 
 def _attack(
-    kind: str, cluster: LocalCluster, key_file: Path, view: int, args: argparse.Namespace
+    kind: str,
+    cluster: LocalCluster,
+    key_file: Path,
+    view: int,
+    args: argparse.Namespace,
+    target_port: int = 0,
 ) -> dict[str, Any]:
     cmd = [
         sys.executable,
@@ -317,6 +338,8 @@ def _attack(
     ]
     if args.attack_rate:
         cmd += ["--rate", str(args.attack_rate)]
+    if target_port:
+        cmd += ["--target-port", str(target_port)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"attacker {kind} exited {done.returncode}: {done.stderr[-400:]}")
@@ -389,7 +412,17 @@ def measure(
                 f"({f['throughput_pct']:.0f}%), {f['amplification']:.3f} bytes sent "
                 "per attack byte"
             )
-            results.append({"kind": kind, "attack": report, "window": w, "figures": f})
+            entry = {"kind": kind, "attack": report, "window": w, "figures": f}
+            if args.control:
+                _progress(f"control {kind}: the same attacker, to a port no daemon listens on")
+                first = sample(cluster)
+                _attack(kind, cluster, key_file, view, args, target_port=free_port())
+                time.sleep(args.settle)
+                last = sample(cluster)
+                cw = window_totals(first, last)
+                entry["control"] = {"window": cw, "figures": attack_figures(base, cw, report)}
+                _progress(f"control {kind}: honest {cw['msgs_per_s']:,.0f} msgs/s")
+            results.append(entry)
         _progress(f"after the attacks, {args.window:.0f} s ...")
         first = sample(cluster)
         time.sleep(args.window)
@@ -435,9 +468,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     reasons = sorted({r for a in m["attacks"] for r in a["window"]["drops"]})
     for a in m["attacks"]:
         kind, w, f = a["kind"], a["window"], a["figures"]
-        rows.append(
-            attack_row(kind, a["attack"], w, f, repair_bound(limits, args.nodes, w["seconds"]))
-        )
+        control = a.get("control")
+        control_pct = control["figures"]["throughput_pct"] if control else None
+        bound = repair_bound(limits, args.nodes, w["seconds"])
+        rows.append(attack_row(kind, a["attack"], w, f, bound, control_pct))
+        if control_pct is not None:
+            figures[f"{kind}: control (no daemon listening) % of baseline"] = control_pct
         drop_rows.append([kind, *(w["drops"].get(r, 0) for r in reasons)])
         figures[f"{kind}: bytes sent per attack byte"] = f["amplification"]
         figures[f"{kind}: honest throughput % of baseline"] = f["throughput_pct"]
@@ -446,6 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "and the attacker",
         "excess bytes: daemon bytes sent beyond the larger of baseline bytes/msg x msgs "
         "ordered and baseline bytes/s x seconds; sent/attack byte = excess / attack bytes",
+        "% control: honest throughput while the same attacker sends to a port no daemon "
+        "listens on (--control): the share of the drop that is the attacker's own CPU",
         "replay: byte-for-byte copies of genuine datagrams; until the wire has replay "
         "protection they pass authentication (duplicates, nacks answered within the "
         "rate limits)",
