@@ -149,3 +149,13 @@ def test_forged_and_insider_nack_floods_make_no_daemon_send_more_than_it_receive
         assert got[("amcast_drops_total", "auth_failed")] >= 1500
         assert got[("amcast_drops_total", "nack_rate_limited")] >= 1
         assert ("amcast_engine_repair_bytes_sent_total", "") in got
+
+
+def test_the_bench_resolves_the_limits_the_daemons_use(tmp_path: Path) -> None:
+    from amcast.daemon.config import load_config
+
+    cluster = LocalCluster(3, tmp_path / "c", protocol={"nack_burst": 9, "window_bytes": 70_000})
+    cluster.write_configs()
+    daemon = load_config(cluster.nodes[0].config).node_config().repair_limits(3)
+    assert flood._limits(cluster) == daemon
+    assert daemon.nack_burst == 9 and daemon.repair_burst_bytes == 2 * 70_000

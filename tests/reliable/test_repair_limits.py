@@ -185,3 +185,12 @@ def test_the_peer_table_is_bounded() -> None:
     for peer in range(MAX_PEERS + 10):
         lim.allow_nack(peer, 0.0)
     assert len(lim._nacks) <= MAX_PEERS
+
+
+def test_new_limits_apply_to_every_peer_from_a_full_burst() -> None:
+    lim = PeerLimiter(
+        RepairLimits(nack_rate=1, nack_burst=1, repair_rate_bytes=1, repair_burst_bytes=100)
+    )
+    assert lim.allow_repair(2, 100, 0.0) and not lim.allow_repair(2, 100, 0.0)
+    lim.set_limits(RepairLimits(1, 1, repair_rate_bytes=1, repair_burst_bytes=300))
+    assert lim.allow_repair(2, 300, 0.0)
