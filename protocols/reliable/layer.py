@@ -20,6 +20,11 @@ the member promised; ``close_at(cut)`` sets the agreed cut (releases up to it, n
 what is missing up to it, refuses what lies beyond); ``availability`` describes what
 the member holds for the coordinator. A closed (retired) layer keeps answering nacks
 for members still completing the view.
+
+Nacks are served within the requesting member's buckets (``ratelimit.PeerLimiter``,
+shared by the node's views): nack ranges per second and retransmitted bytes per second,
+ranges capped at ``max_repair_per_nack`` vertices, nacks of own vertices never sent
+refused whole; each refusal is a counted drop (once per datagram and reason).
 """
 
 from __future__ import annotations
@@ -276,7 +281,7 @@ class ReliableLayer:
         high = min(last, self.releaser.released[node])  # the store holds what was released
         if high - low >= self.cfg.max_repair_per_nack:
             high = low + self.cfg.max_repair_per_nack - 1
-            reason = reason or "nack_range_truncated"
+            reason = "nack_range_truncated"
         store = self.store[node]
         repairs = self._repairs
         for seq in range(low, high + 1):
