@@ -20,7 +20,8 @@ RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 FROM python:3.11-slim AS amcastd
 RUN groupadd --system amcast \
  && useradd --system --gid amcast --home-dir /var/lib/amcast --shell /usr/sbin/nologin amcast \
- && install -d -o amcast -g amcast -m 0750 /run/amcast /var/lib/amcast /var/log/amcast /etc/amcast
+ && install -d -o amcast -g amcast -m 0750 /run/amcast /var/lib/amcast /var/log/amcast /etc/amcast \
+ && install -d -o amcast -g amcast -m 0700 /etc/amcast/keys
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-index --find-links /wheels /wheels/*.whl && rm -rf /wheels
 COPY config/amcastd.toml /etc/amcast/amcastd.toml
@@ -28,7 +29,7 @@ ENV AMCAST_CONFIG=/etc/amcast/amcastd.toml \
     AMCAST_API__SOCKET=/run/amcast/amcastd.sock \
     AMCAST_LOGS__DIR=/var/log/amcast \
     AMCAST_LOGS__FORMAT=json \
-    AMCAST_METRICS__ADDRESS=0.0.0.0 \
+    AMCAST_SECURITY__KEY_FILE=/etc/amcast/keys/authkey \
     PYTHONUNBUFFERED=1
 USER amcast
 EXPOSE 9464

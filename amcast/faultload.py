@@ -311,6 +311,16 @@ class Recorder:
         views = self.views()
         return views[-1] if views else None
 
+    def current_view(self) -> tuple[int, bool] | None:
+        """``(view id, primary)`` of the view this client is in: the last ``view``
+        frame's, else the ``welcome``'s (no view changed since it connected)."""
+        last = self.last_view()
+        if last is not None:
+            return last.frame["view"], last.primary
+        if self.welcome.get("view"):
+            return self.welcome["view"], bool(self.welcome.get("primary"))
+        return None
+
     def delivered_keys(self) -> set[Key]:
         return {(e[4], e[5]) for e in self.timeline if e[0] == DELIVER}
 
@@ -410,12 +420,12 @@ class FaultRun:
 
     def _settled(self) -> bool:
         live = self.live()
-        last = [r.last_view() for r in live]
-        if not live or any(n is None or not n.primary for n in last):
+        current = [r.current_view() for r in live]
+        if not live or any(v is None or not v[1] for v in current):
             return False
-        if len({n.frame["view"] for n in last if n is not None}) != 1:
+        if len({v[0] for v in current if v is not None}) != 1:
             return False
-        final = last[0].frame["view"] if last[0] is not None else None
+        final = current[0][0] if current[0] is not None else None
         delivered: set[Key] = set()
         lengths = set()
         for r in live:

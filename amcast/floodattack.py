@@ -36,13 +36,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amcast.keygen import read_keyring
 from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.auth import SESSION_BYTES, Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
+from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import MAX_SEQ, WIRE_VERSION
 
 KINDS = ("garbage", "forged", "replay", "insider")
 WRONG_KEY = b"not-the-group-key-0123456789abcdef"
+
+
+def wall_ms() -> int:
+    """The sender's wall clock in ms, as sealing wants it (replay protection)."""
+    return int(time.time() * 1000)
+
+
+def authenticator(keys: Keyring | None, rng: random.Random) -> Authenticator:
+    """A sealing context of this attacker's own (a fresh session, its own counter)."""
+    return Authenticator(keys, rng.randbytes(SESSION_BYTES))
 
 
 def garbage(rng: random.Random) -> bytes:
@@ -57,7 +69,7 @@ def nack_flood(
 ) -> bytes:
     """A NACK datagram asking, ``ranges`` times over the members, for all their vertices."""
     nacks = tuple((members[i % len(members)], 1, MAX_SEQ) for i in range(ranges))
-    return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth)
+    return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth, wall_ms())
 
 
 def forged(rng: random.Random, auth: Authenticator, members: list[int], view: int) -> bytes:
@@ -68,26 +80,27 @@ def forged(rng: random.Random, auth: Authenticator, members: list[int], view: in
     if pick < 0.8:
         seq = rng.randint(1, 10**6)
         v = Vertex(sender, seq, (), ServiceLevel.AGREED, time.time(), (rng.randbytes(100),))
-        return encode(Datagram(Kind.DATA, sender, view, seq, (), (v,)), auth)
+        return encode(Datagram(Kind.DATA, sender, view, seq, (), (v,)), auth, wall_ms())
     acks = tuple((m, rng.randint(0, 10**6)) for m in members)
-    return encode(Datagram(Kind.HEARTBEAT, sender, view, 0, (), (), acks), auth)
+    return encode(Datagram(Kind.HEARTBEAT, sender, view, 0, (), (), acks), auth, wall_ms())
 
 
 class SeqTracker:
     """The latest sequence number of each member in view ``view``, learnt by listening to
     the group with the key (an insider's view of the traffic)."""
 
-    def __init__(self, group: str, port: int, key: bytes | None, view: int) -> None:
+    def __init__(self, group: str, port: int, keys: Keyring | None, view: int) -> None:
         from amcast.protocols.wire.limits import WireLimits
 
         self._sock = open_socket(group, port, listen=True)
         self._sock.setblocking(False)
-        self._auth, self._limits, self._view = Authenticator(key), WireLimits(), view
+        self._auth = Authenticator(keys, bytes(SESSION_BYTES))
+        self._limits, self._view = WireLimits(), view
         self.latest: dict[int, int] = {}
 
     def poll(self, limit: int = 512) -> None:
         from amcast.protocols.errors import DecodeError
-        from amcast.protocols.wire.codec import decode
+        from amcast.protocols.wire.codec import decode_unchecked
 
         for _ in range(limit):
             try:
@@ -95,7 +108,7 @@ class SeqTracker:
             except BlockingIOError:
                 return
             try:
-                dg = decode(raw, self._auth, self._limits)
+                _, dg = decode_unchecked(raw, self._auth, self._limits)
             except DecodeError:
                 continue
             if isinstance(dg, Datagram) and dg.view == self._view and dg.hb_seq:
@@ -110,7 +123,7 @@ def insider_nack(
 ) -> bytes:
     """A NACK from ``sender`` asking for the last ``span`` vertices of every member."""
     nacks = tuple((m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()))
-    return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth)
+    return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth, wall_ms())
 
 
 def open_socket(group: str, port: int, *, listen: bool) -> socket.socket:
@@ -143,16 +156,16 @@ def capture(group: str, port: int, seconds: float, limit: int) -> list[bytes]:
     return got
 
 
-def kinds_of(datagrams: list[bytes], key: bytes | None) -> dict[str, int]:
+def kinds_of(datagrams: list[bytes], keys: Keyring | None) -> dict[str, int]:
     """What the captured datagrams were (needs the key: for the report only)."""
     from amcast.protocols.errors import DecodeError
-    from amcast.protocols.wire.codec import KIND_NAMES, decode
+    from amcast.protocols.wire.codec import KIND_NAMES, decode_unchecked
     from amcast.protocols.wire.limits import WireLimits
 
-    auth, limits, out = Authenticator(key), WireLimits(), {}
+    auth, limits, out = Authenticator(keys, bytes(SESSION_BYTES)), WireLimits(), {}
     for raw in datagrams:
         try:
-            name = KIND_NAMES[decode(raw, auth, limits).kind]
+            name = KIND_NAMES[decode_unchecked(raw, auth, limits)[1].kind]
         except DecodeError:
             name = "undecodable"
         out[name] = out.get(name, 0) + 1
@@ -162,20 +175,20 @@ def kinds_of(datagrams: list[bytes], key: bytes | None) -> dict[str, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     members = [int(x) for x in args.members.split(",")]
-    key = args.key_file.read_text().strip().encode() if args.key_file else None
+    keys = read_keyring(args.key_file) if args.key_file else None
     report: dict[str, Any] = {"kind": args.kind}
     source: list[bytes] = []
     if args.kind == "replay":
         source = capture(args.group, args.port, args.capture_s, args.count)
         report["captured"] = len(source)
-        report["captured_kinds"] = kinds_of(source, key)
+        report["captured_kinds"] = kinds_of(source, keys)
         if not source:
             raise SystemExit("replay: nothing heard on the group")
-    wrong = Authenticator(WRONG_KEY)
-    real = Authenticator(key)
+    wrong = authenticator(Keyring.single(WRONG_KEY), rng)
+    real = authenticator(keys, rng)
     tracker = None
     if args.kind == "insider":
-        tracker = SeqTracker(args.group, args.port, key, args.view)
+        tracker = SeqTracker(args.group, args.port, keys, args.view)
         deadline = time.monotonic() + args.capture_s
         while not tracker.latest and time.monotonic() < deadline:
             time.sleep(0.01)  # an insider first hears what the members have sent
@@ -239,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--key-file",
         type=Path,
-        help="file holding the group key as configured (insider; replay's report)",
+        help="the cluster's key ring (security.key_file; insider, and replay's report)",
     )
     p.add_argument("--capture-s", type=float, default=1.0, help="replay: seconds of capture")
     p.add_argument("--seed", type=int, default=1)

@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import select
 import signal
 import socket
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from amcast.keygen import new_keyring, write_keyring
 from amcast.protocols.errors import AmcastError
 
 
@@ -123,9 +123,11 @@ class LocalCluster:
             self.group = f"239.255.{rnd.randrange(1, 255)}.{rnd.randrange(1, 255)}"
         if not self.port:
             self.port = free_port()
-        if "group_key" not in self.protocol and not self.protocol.get("insecure"):
-            # one fresh secret per cluster: datagrams are authenticated (HMAC) by default
-            self.protocol = {**self.protocol, "group_key": secrets.token_hex(16)}
+
+    @property
+    def key_file(self) -> Path | None:
+        """The cluster's key ring (``None``: insecure); one fresh ring per cluster."""
+        return None if self.protocol.get("insecure") else self.directory / "authkey"
 
     @property
     def sockets(self) -> list[str]:
@@ -155,6 +157,8 @@ class LocalCluster:
     def write_configs(self) -> None:
         self.refuse_if_running()
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.key_file is not None:
+            write_keyring(self.key_file, new_keyring())  # 0400: datagrams are sealed
         members = list(range(self.n))
         self.nodes = []
         for i in members:
@@ -175,6 +179,8 @@ class LocalCluster:
                          "snapshot_interval_s": 2.0},
                 "protocol": dict(self.protocol),
             }
+            if self.key_file is not None:
+                tables["security"] = {"key_file": str(self.key_file)}
             for section, values in self.extra.items():
                 tables.setdefault(section, {}).update(values)
             path = ndir / "amcastd.toml"

@@ -34,8 +34,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from amcast.daemon.keyfile import load_keyring
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.wire.keys import Keyring
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from amcast import socket_protocol as sp
@@ -184,6 +186,15 @@ class ShutdownSection(_Section):
     leave_timeout_s: float = Field(1.0, ge=0)
 
 
+class SecuritySection(_Section):
+    key_file: str = Field(
+        "/etc/amcast/authkey",
+        description="the group key ring (amcast keygen makes it; mode 0400, the same file on "
+        "every node); every datagram is sealed with AES-256-GCM under it. Not read when "
+        "protocol.insecure = true",
+    )
+
+
 class HealthSection(_Section):
     stall_after_s: float = Field(5.0, gt=0)
 
@@ -197,16 +208,26 @@ class DaemonConfig(_Section):
     systemd: SystemdSection = SystemdSection()
     shutdown: ShutdownSection = ShutdownSection()
     health: HealthSection = HealthSection()
+    security: SecuritySection = SecuritySection()
     protocol: dict[str, Any] = Field(default_factory=dict)
 
-    def node_config(self) -> NodeConfig:
+    @property
+    def insecure(self) -> bool:
+        return self.protocol.get("insecure") is True
+
+    def node_config(self, keyring: Keyring | None = None) -> NodeConfig:
         """The engine's ``NodeConfig`` built from ``[protocol]`` (validated, typed), its
-        ``max_message_size`` derived from ``api.max_message_bytes`` (see ``limits``)."""
-        return build_node_config(self.protocol, self.api, self.network)
+        ``max_message_size`` derived from ``api.max_message_bytes`` (see ``limits``), its
+        keys ``keyring`` (unless insecure; ``None``: read ``security.key_file``)."""
+        if keyring is None and not self.insecure:
+            # the [protocol] table's own errors first, then the key file's
+            build_node_config(self.protocol, self.api, self.network, SIZING_KEYS)
+            keyring = load_keyring(self.security.key_file)
+        return build_node_config(self.protocol, self.api, self.network, keyring)
 
     def limits(self, node_config: NodeConfig | None = None) -> Limits:
         """The effective size limits (every one derived from ``api.max_message_bytes``)."""
-        nc = self.node_config() if node_config is None else node_config
+        nc = self.node_config(SIZING_KEYS) if node_config is None else node_config
         return Limits(
             max_message_bytes=self.api.max_message_bytes,
             max_frame_bytes=self.api.max_frame_bytes,
@@ -235,7 +256,7 @@ class Limits:
     """Hard cap of the daemon's submit queue; past it a send gets ``overloaded``."""
 
 
-ENVELOPE_DATAGRAM_OVERHEAD = 160
+ENVELOPE_DATAGRAM_OVERHEAD = 200
 """Engine header, tag and envelope framing kept free in a datagram (bytes, generous)."""
 
 
@@ -248,11 +269,16 @@ def envelope_bytes(datagram_budget: int) -> int:
 DERIVED_PROTOCOL_KEYS = {
     "max_message_size": "it is derived from api.max_message_bytes (set that instead)",
     "receive_buffer_bytes": "it is network.recv_buffer_bytes (set that instead)",
+    "group_key": "the keys live in a key file: set security.key_file (amcast keygen makes one)",
+    "keyring": "the keys live in a key file: set security.key_file (amcast keygen makes one)",
 }
+SIZING_KEYS = Keyring.single(bytes(32))
+"""A stand-in ring for ``limits`` (sizes do not depend on the keys; no file is read)."""
 
 
 def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None,
-                      network: NetworkSection | None = None) -> NodeConfig:
+                      network: NetworkSection | None = None,
+                      keyring: Keyring | None = None) -> NodeConfig:
     from pydantic import TypeAdapter
 
     api = ApiSection() if api is None else api
@@ -278,10 +304,13 @@ def build_node_config(table: Mapping[str, Any], api: ApiSection | None = None,
             f"[protocol] max_pending_bytes ({pending}) must be >= the largest envelope "
             f"({values['max_message_size']}, from api.max_message_bytes)"
         )
-    if isinstance(values.get("group_key"), str):
-        values["group_key"] = values["group_key"].encode()
     try:
-        return TypeAdapter(NodeConfig).validate_python(values)
+        config = TypeAdapter(NodeConfig).validate_python({**values, "insecure": True})
+        if values.get("insecure") is True:
+            return config
+        if keyring is None:
+            raise ConfigurationError("no keys: set security.key_file, or protocol.insecure = true")
+        return dataclasses.replace(config, insecure=False, keyring=keyring)
     except ValidationError as exc:
         raise ConfigurationError(f"[protocol]: {_describe(exc)}") from None
     except (ValueError, TypeError) as exc:

@@ -5,7 +5,9 @@ Theory of operation:
 - ``configure_logging`` sets structlog up once: a coloured console renderer when stderr
   is a terminal (or ``logs.format = "console"``), one JSON object per line otherwise.
 - ``RotatingJsonl`` appends lines to ``<dir>/<name>.jsonl`` through a buffered file,
-  rotating by size to ``.1``, ``.2``, ... (``rotate_keep`` files kept). It is flushed on
+  rotating by size to ``.1``, ``.2``, ... (``rotate_keep`` files kept); files are 0600
+  and a directory it creates 0700 (they name clients and hold payload digests). It is
+  flushed on
   every metrics snapshot and at shutdown, so the hot path costs one formatted string
   and one buffered write per delivered *vertex*.
 - ``DeliveryLog`` writes the records of ``docs/log-schema.md`` (schema 1) into
@@ -31,7 +33,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -59,6 +61,14 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     )
 
 
+def open_private(path: Path) -> TextIO:
+    """Append to ``path``, readable by its owner only (0600, also when the file existed
+    with a wider mode): the delivery log holds every payload digest and client id."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8", buffering=1 << 16)
+
+
 class RotatingJsonl:
     """Size-rotated JSON-lines file (see the module docstring)."""
 
@@ -66,8 +76,8 @@ class RotatingJsonl:
         self.path = path
         self._rotate_bytes = rotate_bytes
         self._keep = keep
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._fh = open_private(path)
         self._size = self._fh.tell()
 
     def write(self, line: str) -> None:
@@ -83,7 +93,7 @@ class RotatingJsonl:
             if src.exists():
                 os.replace(src, self.path.with_name(f"{self.path.name}.{i + 1}"))
         os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-        self._fh = open(self.path, "a", encoding="utf-8", buffering=1 << 16)  # noqa: SIM115
+        self._fh = open_private(self.path)
         self._size = 0
 
     def flush(self) -> None:

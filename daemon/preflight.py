@@ -101,8 +101,9 @@ def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, A
     """The configuration the daemon runs with, defaults and derived values included."""
     shown = config.model_dump(mode="json")
     protocol = dataclasses.asdict(node_config)
-    if protocol.get("group_key") is not None:
-        protocol["group_key"] = HIDDEN
+    keys = node_config.keys()
+    del protocol["group_key"]
+    protocol["keyring"] = None if keys is None else f"{HIDDEN}: key ids {list(keys.ids)}"
     shown["protocol"] = protocol
     limits = config.limits(node_config)
     shown["derived"] = {

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import math
 import random
@@ -57,6 +58,7 @@ import structlog
 from amcast.daemon.api import ApiServer, ClientConnection
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.groups import Groups
+from amcast.daemon.keyfile import load_keyring
 from amcast.daemon.logs import DeliveryLog
 from amcast.daemon.metrics import (
     Counters,
@@ -230,11 +232,42 @@ class Daemon:
             rcvbuf=self.transport.rcvbuf, variant=self.variant, phi=self.phi,
             max_message_bytes=self.limits.max_message_bytes,
         )
+        self._log_sealing()
         self.notifier.ready(f"node {self.node_id} serving {self.api.path}")
         self.ready.set()
         await self._stop.wait()
         await self._shutdown()
         return 0
+
+    def _log_sealing(self) -> None:
+        keys = self.node_config.keys()
+        if keys is None:
+            log.warning(
+                "INSECURE: protocol.insecure = true; datagrams are neither encrypted nor "
+                "authenticated: anyone on the network can read, forge and replay them",
+                node=self.node_id)
+        else:
+            log.info("datagrams sealed with AES-256-GCM", node=self.node_id,
+                     key_file=self.config.security.key_file, key_ids=list(keys.ids))
+
+    def _reload_keys(self, new: DaemonConfig) -> None:
+        """A key rollover: the key file is read again; the engine accepts every key of
+        the new ring at once and moves its sending key as the peers advertise theirs."""
+        node = self.node
+        if self.config.insecure or new.insecure or node is None:
+            return
+        try:
+            keys = load_keyring(new.security.key_file)
+            if keys == self.node_config.keys():
+                return
+            node.set_keyring(keys, self.now())
+        except Exception as exc:
+            log.error("reload: key file refused, keeping the running keys", node=self.node_id,
+                      error=str(exc))
+            return
+        self.node_config = dataclasses.replace(self.node_config, keyring=keys, group_key=None)
+        log.info("key ring reloaded", node=self.node_id, key_ids=list(keys.ids),
+                 sending_with=node.key_status().get("sends_with"))
 
     def reload(self) -> None:
         """SIGHUP: re-read the configuration; a changed ``node.members`` takes effect at
@@ -248,6 +281,7 @@ class Daemon:
                       error=str(exc))
             return
         old = self.config
+        self._reload_keys(new)
         if new.node.members != old.node.members:
             try:
                 assert self.node is not None
@@ -260,11 +294,12 @@ class Daemon:
                      old=list(old.node.members), new=list(new.node.members))
             self.config = old.model_copy(update={"node": new.node})
             self._request_pump()
-        rest_old = old.model_dump(exclude={"node": {"members"}})
-        rest_new = new.model_dump(exclude={"node": {"members"}})
+        rest_old = old.model_dump(exclude={"node": {"members"}, "security": {"key_file"}})
+        rest_new = new.model_dump(exclude={"node": {"members"}, "security": {"key_file"}})
         if rest_old != rest_new:
             changed = sorted(k for k in rest_new if rest_new[k] != rest_old.get(k))
-            log.warning("reload: only node.members takes effect without a restart",
+            log.warning("reload: only node.members and the key file's keys take effect "
+                        "without a restart",
                         node=self.node_id, changed_sections=changed)
 
     def request_stop(self, why: str = "request") -> None:
@@ -851,6 +886,8 @@ class Daemon:
             "engine": engine,
             "datagrams": self.datagrams_by_kind(),
             "group_membership": self.groups.status(),
+            "keys": (self.node.key_status() if hasattr(self.node, "key_status")
+                     else {"sealed": self.node_config.keys() is not None}),
         }
 
     def datagrams_by_kind(self) -> dict[str, dict[str, int]]:
@@ -884,6 +921,11 @@ class Daemon:
         snapshot."""
         self.groups.expire(self.now(), self.config.health.stall_after_s)
         self.api.check_readers(time.monotonic())
+        node = self.node
+        if node is not None and hasattr(node, "wall_offset"):
+            # send times are stamped and checked on the wall clock (replay protection):
+            # follow its steps, which the monotonic engine clock does not see
+            node.wall_offset = time.time() - self.now()
         self._take_metrics_snapshot()
 
     def _take_metrics_snapshot(self) -> MetricsSnapshot:

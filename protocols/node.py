@@ -23,6 +23,7 @@ component's cut left out (this member was excluded) are reported, ``MessagesInDo
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,15 +54,17 @@ from amcast.protocols.reliable.layer import ReliableCounters
 from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.session import ViewSession
 from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.auth import Authenticator, Sealed
 from amcast.protocols.wire.codec import (
     KIND_NAMES,
     Datagram,
     Kind,
     MembershipDatagram,
     decode,
+    decode_unchecked,
     encode,
 )
+from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
 
@@ -138,13 +141,21 @@ class Node:
         durable: DurableState | None = None,
         incarnation_floor: int = 0,
         initial_view: ViewRecord | None = None,
+        session: bytes | None = None,
+        wall_offset: float = 0.0,
     ) -> None:
         """``members`` are the potential members (the configured list); the node forms
         or joins views with them. ``durable`` is the state a previous incarnation
         persisted (``None``: first start); ``incarnation_floor`` (the wall clock in ms in
         the daemon) keeps incarnations and view ids increasing even without it.
         ``initial_view`` starts the node already installed in a view every member was
-        given out of band (tests and benchmarks; the daemon always joins)."""
+        given out of band (tests and benchmarks; the daemon always joins).
+        ``session``: the 16 random bytes that key this start's sealing (``auth``);
+        ``None`` draws them from ``os.urandom``, never from ``rng`` (a seeded RNG would
+        repeat them, and with them the AEAD nonces, at the next start).
+        ``wall_offset``: the wall clock minus the caller's clock, in seconds (``now +
+        wall_offset`` stamps and checks send times for replay protection); the daemon
+        refreshes it (``wall_offset`` attribute), the simulator leaves it 0."""
         if node_id not in members or len(set(members)) != len(members):
             raise ClientError("bad_membership", "node_id must be one of distinct members")
         # an explicit phi must suit the full member list (a smaller view that it does not
@@ -161,7 +172,11 @@ class Node:
         self.members = tuple(sorted(members))
         self._now = now
         self._rng = rng
-        self._auth = Authenticator(config.group_key)
+        self._auth = Authenticator(
+            config.keys(), session if session is not None else os.urandom(16),
+            replay_window_s=config.replay_window, max_sessions=max(256, 8 * len(members)),
+        )
+        self.wall_offset = wall_offset
         self._limits = WireLimits(
             max_members=max(len(members), 64),
             max_nack_ranges=config.max_nack_ranges,
@@ -289,21 +304,30 @@ class Node:
         self._batcher.add(payload, service)
         self._stats.messages_submitted += 1
 
-    def receive_datagram(self, data: bytes, now: float, *,
-                         decoded: Datagram | MembershipDatagram | None = None) -> None:
+    def receive_datagram(
+        self, data: bytes, now: float, *,
+        decoded: tuple[Sealed | None, Datagram | MembershipDatagram] | None = None,
+    ) -> None:
         """One datagram from the network. ``decoded``: the simulator, which hands one
-        multicast to every member, decodes it once (with the same key and limits)."""
+        multicast to every member, authenticates and decodes it once (``unseal``, with
+        the same keys and limits); each member still runs its own replay check."""
         self._now = now
         stats = self._stats
         stats.bytes_received += len(data)
-        if decoded is not None:
-            dg = decoded
-        else:
-            try:
-                dg = decode(data, self._auth, self._limits)
-            except DecodeError as exc:
-                self._drop(exc.reason, exc.detail)
-                return
+        auth = self._auth
+        wall_ms = int((now + self.wall_offset) * 1000)
+        try:
+            if decoded is not None:
+                state = auth.admit(decoded[0], wall_ms)
+                dg = decoded[1]
+            else:
+                dg = decode(data, auth, self._limits, wall_ms)
+                state = auth.last_admitted
+        except DecodeError as exc:
+            self._drop(exc.reason, exc.detail)
+            return
+        if state is not None and state.sender is None:
+            state.sender = dg.sender
         stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
         if isinstance(dg, MembershipDatagram):
             if dg.sender == self.node_id and dg.incarnation == self.incarnation:
@@ -374,8 +398,48 @@ class Node:
         return self.membership.leaving
 
     def peek(self, data: bytes) -> Datagram | MembershipDatagram:
-        """Decode a datagram with this node's key (tests and tools); ``DecodeError``."""
-        return decode(data, self._auth, self._limits)
+        """Decode a datagram with this node's keys, without the replay check (tests and
+        tools); ``DecodeError``."""
+        return decode_unchecked(data, self._auth, self._limits)[1]
+
+    def unseal(self, data: bytes) -> tuple[Sealed | None, Datagram | MembershipDatagram]:
+        """Authenticate and decode without the replay check, for ``receive_datagram``'s
+        ``decoded`` (the simulator); ``DecodeError``."""
+        return decode_unchecked(data, self._auth, self._limits)
+
+    # ------------------------------------------------------------------ keys
+
+    def set_keyring(self, keys: Keyring, now: float) -> None:
+        """A reloaded key ring (rollover): its ids are accepted at once; sending moves
+        to the newest key every live peer advertises (``amcast.protocols.wire.keys``).
+        ``ConfigurationError`` for an insecure node (it needs a restart)."""
+        if not self._auth.secure:
+            raise ConfigurationError("an insecure node takes keys only at a restart")
+        self._auth.set_keys(keys, int((now + self.wall_offset) * 1000))
+
+    def key_status(self) -> dict[str, object]:
+        """Key ids held, the one sent with, and per peer node the id it sends with and
+        the newest it holds (from its datagrams of the last few seconds)."""
+        auth = self._auth
+        keys = auth.keys
+        if keys is None:
+            return {"sealed": False}
+        wall_ms = int((self._now + self.wall_offset) * 1000)
+        peers: dict[int, dict[str, int]] = {}
+        for session, st in auth.guard.sessions.items():
+            if session == auth.session or st.sender is None or st.sender == self.node_id:
+                continue
+            seen = peers.get(st.sender)
+            if seen is None or st.last_heard_ms > seen["heard_ms"]:
+                peers[st.sender] = {"sends_with": st.key_id, "newest": st.newest_key,
+                                    "heard_ms": st.last_heard_ms}
+        return {
+            "sealed": True, "ids": list(keys.ids), "sends_with": auth.send_key_id,
+            "sessions": len(auth.guard.sessions), "sessions_evicted": auth.guard.evicted,
+            "peers": [{"node": node, "sends_with": p["sends_with"], "newest": p["newest"],
+                       "heard_s_ago": round(max(0, wall_ms - p["heard_ms"]) / 1000, 3)}
+                      for node, p in sorted(peers.items())],
+        }
 
     def released(self, view_id: int) -> dict[int, int] | None:
         """Per sender, the last seq released in view ``view_id`` (``None``: not held)."""
@@ -464,7 +528,9 @@ class Node:
             out.extend(sess.reliable.take_datagrams(now))
         if not out:
             return []
-        data = [encode(dg, self._auth) for dg in out]
+        auth = self._auth
+        wall_ms = int((now + self.wall_offset) * 1000)
+        data = [encode(dg, auth, wall_ms) for dg in out]
         counts, stats = self._stats.datagrams_sent, self._stats
         for dg, raw in zip(out, data, strict=True):
             counts[KIND_NAMES[dg.kind]] += 1

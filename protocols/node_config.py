@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import DEFAULT_RULE, OrderingConfig
 from amcast.protocols.reliable.ratelimit import RepairLimits
+from amcast.protocols.wire.keys import Keyring
 
 MIN_KEY_BYTES = 16
 MIN_DATAGRAM_BUDGET = 512
@@ -26,11 +27,19 @@ class NodeConfig:
     phi: float | None = None
     """Threshold Φ of the rule; ``None`` = n/2 (checked against n when the Node starts)."""
 
-    # --- authentication ---
+    # --- datagram sealing (``amcast.protocols.wire.auth``) ---
     group_key: bytes | None = None
-    """Group secret (>= 16 bytes) keying the HMAC-SHA256 tag of every datagram."""
+    """One group secret (>= 16 bytes; key id 1) keying the AES-256-GCM sealing of every
+    datagram: the simulator and tests. The daemon reads a key ring from its key file."""
+    keyring: Keyring | None = None
+    """The group keys by id (a rollover holds two); exclusive with ``group_key``."""
     insecure: bool = False
-    """Run without authentication; must be chosen explicitly when ``group_key`` is unset."""
+    """Run without encryption or authentication; must be chosen explicitly when no key is
+    given."""
+    replay_window: float = 30.0
+    """Seconds: a datagram sent longer ago than this by the sender's wall clock (or this
+    far in the future) is dropped as stale, whatever the receiver remembers; also the
+    largest clock difference between members that still works."""
 
     # --- sizes ---
     datagram_budget: int = 1472
@@ -120,14 +129,24 @@ class NodeConfig:
     that lost every sender's whole window is repaired at once. At least one datagram
     budget."""
 
+    def keys(self) -> Keyring | None:
+        """The key ring to seal with (``None``: insecure)."""
+        if self.keyring is not None:
+            return self.keyring
+        return Keyring.single(self.group_key) if self.group_key is not None else None
+
     def __post_init__(self) -> None:
-        if self.group_key is None and not self.insecure:
-            raise ConfigurationError("no group_key: set one, or choose insecure=True explicitly")
-        if self.group_key is not None:
-            if self.insecure:
-                raise ConfigurationError("group_key and insecure=True are contradictory")
-            if len(self.group_key) < MIN_KEY_BYTES:
-                raise ConfigurationError(f"group_key must have >= {MIN_KEY_BYTES} bytes")
+        if self.group_key is not None and self.keyring is not None:
+            raise ConfigurationError("group_key and keyring are exclusive: give one")
+        keyed = self.group_key is not None or self.keyring is not None
+        if not keyed and not self.insecure:
+            raise ConfigurationError("no group key: give one, or choose insecure=True explicitly")
+        if keyed and self.insecure:
+            raise ConfigurationError("a group key and insecure=True are contradictory")
+        if self.group_key is not None and len(self.group_key) < MIN_KEY_BYTES:
+            raise ConfigurationError(f"group_key must have >= {MIN_KEY_BYTES} bytes")
+        if not 1.0 <= self.replay_window <= 86_400.0:
+            raise ConfigurationError("replay_window must be in [1, 86400] seconds")
         OrderingConfig(rule=self.rule, phi=self.phi)  # raises ConfigurationError if unknown
         if not MIN_DATAGRAM_BUDGET <= self.datagram_budget <= MAX_DATAGRAM_BUDGET:
             raise ConfigurationError(

@@ -2,7 +2,7 @@
 
 Theory of operation:
 
-1. Start N daemons (``LocalCluster``, loopback multicast, a fresh group key, the
+1. Start N daemons (``LocalCluster``, loopback multicast, a fresh key ring, the
    default 1472-byte datagram budget) and one closed-loop load generator per node
    (``python -m amcast.loadgen``: every node sends ``--size``-byte agreed messages as
    fast as flow control allows and consumes every delivery), as ``bench cluster`` does.
@@ -52,7 +52,7 @@ from typing import Any
 from amcast.benchmarks.cluster import cpu_seconds
 from amcast.client import BlockingClient
 from amcast.floodattack import KINDS
-from amcast.localcluster import LocalCluster, free_port, write_private
+from amcast.localcluster import LocalCluster, free_port
 from amcast.protocols.errors import AmcastError
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.ratelimit import RepairLimits
@@ -449,10 +449,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cluster = LocalCluster(
             args.nodes, base_dir / "cluster", protocol=parse_protocol(args.protocol)
         )
-        key_file = base_dir / "group.key"
-        write_private(key_file, str(cluster.protocol.get("group_key", "")))
         _progress(f"starting {args.nodes} daemons ...")
         cluster.start()
+        key_file = cluster.key_file
+        assert key_file is not None  # the bench never runs insecure
         try:
             limits = _limits(cluster)
             m = measure(cluster, args, key_file, attacks)
@@ -484,9 +484,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ordered and baseline bytes/s x seconds; sent/attack byte = excess / attack bytes",
         "% control: honest throughput while the same attacker sends to a port no daemon "
         "listens on (--control): the share of the drop that is the attacker's own CPU",
-        "replay: byte-for-byte copies of genuine datagrams; until the wire has replay "
-        "protection they pass authentication (duplicates, nacks answered within the "
-        "rate limits)",
+        "replay: byte-for-byte copies of genuine datagrams; the wire's replay guard drops "
+        "them (replay_*, freshness window and per-session anti-replay bitmap)",
         *m["failures"],
         *PROBE_FAILURES,
     ]

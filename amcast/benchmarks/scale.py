@@ -56,7 +56,7 @@ from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Kind
-from amcast.protocols.wire.limits import PREFIX_BYTES, TAG_BYTES
+from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, TAG_BYTES
 
 NAME = "scale"
 HELP = "header bytes, datagrams and CPU per ordered message against the group size n"
@@ -141,8 +141,8 @@ def installed(probe: Probe) -> Iterator[Probe]:
 
     encode = probe.timed("wire", node_module.encode)
 
-    def encode_and_keep(dg: Any, auth: Any) -> bytes:
-        raw = encode(dg, auth)
+    def encode_and_keep(dg: Any, auth: Any, wall_ms: int) -> bytes:
+        raw = encode(dg, auth, wall_ms)
         if isinstance(dg, Datagram) and dg.kind is Kind.DATA:
             probe.data.append((dg, len(raw)))
         return raw
@@ -220,7 +220,7 @@ def run_point(n: int, load: str, *, messages: int, seed: int) -> dict[str, Any]:
         payload += sum(len(it) for it in v.items if isinstance(it, bytes))
         items += len(v.items)
         total += size
-    mac = (PREFIX_BYTES + TAG_BYTES) * len(probe.data)
+    mac = (SEAL_HEADER_BYTES + TAG_BYTES) * len(probe.data)
     header = total - payload
 
     phi = OrderingConfig().resolve_phi(n)
@@ -236,7 +236,7 @@ def run_point(n: int, load: str, *, messages: int, seed: int) -> dict[str, Any]:
         "messages per data vertex": items / max(1, len(probe.data)),
         "virtual seconds": result.end_time,
         "header bytes": header * per,
-        "header: prefix+MAC": mac * per,
+        "header: seal (AEAD header+tag)": mac * per,
         "header: ack vector": ack * per,
         "header: other": (header - mac - ack) * per,
         "bytes sent": bytes_sent * per,
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for p in pts:
             n = p["n"]
             rows_bytes.append([load, n, p["messages"], p["header bytes"],
-                               p["header: prefix+MAC"], p["header: ack vector"],
+                               p["header: seal (AEAD header+tag)"], p["header: ack vector"],
                                p["header: other"], _ratio(header_x.get(n)), p["bytes sent"],
                                p["bytes received"]])
             rows_dg.append([load, n, *(p["sent"][k] for k in KINDS), p["datagrams received"],
@@ -328,7 +328,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "tables": [
             {"title": "bytes per ordered message: DATA header (split) and every byte sent / "
                       "received by the cluster",
-             "columns": ["load", "n", "messages", "header", "prefix+MAC", "ack vector",
+             "columns": ["load", "n", "messages", "header", "seal", "ack vector",
                          "other", "header x n/2", "bytes sent", "bytes received"],
              "rows": rows_bytes},
             {"title": "datagrams sent per ordered message by kind (cluster), and received "

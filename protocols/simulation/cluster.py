@@ -220,7 +220,10 @@ class Cluster:
                     members=listed,
                     rng=random.Random(self.seed * 1000 + i + 7 * self.life[i]), now=self.now,
                     durable=durable, incarnation_floor=floor,
-                    initial_view=None if i in self.impostors else initial)
+                    initial_view=None if i in self.impostors else initial,
+                    # deterministic, and distinct for every start of every endpoint
+                    session=random.Random(f"session/{self.seed}/{i}/{self.life[i]}").randbytes(16),
+                    wall_offset=self.wall_clock or 0.0)
         self.nodes[i] = node
         self.all_nodes.append(node)
         proc = self.proc(i)
@@ -360,13 +363,13 @@ class Cluster:
     def _decoded(self, node: Node, data: bytes) -> Any:
         """The datagram decoded once for every receiver (same key, same limits), or
         ``None`` to let the receiver decode (and count) a datagram that fails to decode."""
-        if node.config.group_key != self.config.group_key:
-            return None  # a node with another key decodes (and drops) for itself
+        if node.config is not self.config and node.config.keys() != self.config.keys():
+            return None  # a node with other keys decodes (and drops) for itself
         cache = self._decode_cache
         if data in cache:
             return cache[data]
         try:
-            dg = node.peek(data)
+            dg = node.unseal(data)
         except DecodeError:
             dg = None
         if len(cache) > 4096:

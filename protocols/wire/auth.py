@@ -1,65 +1,215 @@
-"""Datagram authentication: HMAC-SHA256 keyed by the group secret, checked before decoding.
+"""Datagram sealing: AES-256-GCM on every datagram, keyed per sender session, replay-proof.
 
-Layout of every datagram: ``version (1 byte) | flags (1 byte) | tag (16 bytes, if flag
-AUTHENTICATED) | msgpack body``. The tag covers the two prefix bytes and the body. A node
-with a key accepts only tagged datagrams with a valid tag; a node configured
-``insecure`` accepts only untagged ones (mixing the two is a configuration error that
-shows up as counted drops, not as silent acceptance). Verification uses
-``hmac.compare_digest``. This is the wire layer's gate of section 1 (Trans / Transis
-assume an authentic group; here the group key is what makes a peer a member).
+Theory of operation (the wire layer's gate of section 1 of the ToTo paper: the group is
+whoever holds the group key; the LAN is not trusted). Layout of a sealed datagram::
+
+    version u8 | flags u8 (SEALED) | key id u16 | newest key id u16 | session 16 bytes
+    | counter u64 | sent ms u64 | AES-256-GCM(body) with its 16-byte tag
+
+All big-endian. The 38-byte header is the AEAD's associated data, so every bit of it is
+authenticated; the body (header of the protocol message and the payloads) is encrypted.
+
+Nonces never repeat for a key. A node draws a fresh random 16-byte *session* at every
+start (``os.urandom`` in the Node, never the seeded protocol RNG) and derives its
+sending key for each group key as HKDF-SHA256(group key, salt = session, info =
+"amcast/3 datagram"). The GCM nonce is the session's datagram counter (64 bits, from 0,
++1 per datagram, never reset within a session). A (subkey, nonce) pair could repeat only
+if two starts drew the same 128-bit session (probability about 2^-128 per pair of
+starts) or one process sent 2^64 datagrams; no state on disk is needed, so restoring a
+backup or cloning a machine cannot make a node reuse a nonce either.
+
+Receivers derive the same subkey from the session in the header (cached per session
+once a datagram of it authenticated). The replay guard (``replay``) checks freshness and
+the session's counter window before the tag is checked, and records the datagram after.
+
+A node configured ``insecure`` sends ``version u8 | flags u8 (0) | body`` and accepts
+only that; a node with keys accepts only sealed datagrams. Mixing the two is a
+configuration error that shows as counted drops (``auth_missing``,
+``auth_unexpected``), never as silent acceptance.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import struct
+from dataclasses import dataclass
 
 from amcast.protocols.errors import DecodeError
-from amcast.protocols.wire.limits import PREFIX_BYTES, TAG_BYTES, WIRE_VERSION
+from amcast.protocols.wire.keys import Keyring
+from amcast.protocols.wire.limits import PREFIX_BYTES, SEAL_HEADER_BYTES, TAG_BYTES, WIRE_VERSION
+from amcast.protocols.wire.replay import ReplayGuard, SessionState
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-FLAG_AUTHENTICATED = 0x01
+FLAG_SEALED = 0x01
+SESSION_BYTES = 16
+HKDF_INFO = b"amcast/3 datagram"
+_HEADER = struct.Struct(">BBHH16sQQ")
+assert _HEADER.size == SEAL_HEADER_BYTES
+_NONCE_PAD = bytes(4)
+_MAX_CIPHERS = 1024
+"""Receive-side subkeys cached (one per peer session and key id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """The authenticated header of a sealed datagram (what the replay guard needs)."""
+
+    key_id: int
+    newest_key: int
+    session: bytes
+    counter: int
+    sent_ms: int
+
+
+def derive(key: bytes, session: bytes) -> AESGCM:
+    subkey = HKDF(algorithm=hashes.SHA256(), length=32, salt=session, info=HKDF_INFO).derive(key)
+    return AESGCM(subkey)
 
 
 class Authenticator:
-    """Seals outgoing bodies and opens incoming datagrams."""
+    """Seals outgoing bodies and opens incoming datagrams for one node."""
 
-    __slots__ = ("_key",)
+    __slots__ = (
+        "_chosen_at_ms",
+        "_counter",
+        "_keys",
+        "_recv_ciphers",
+        "_send_ciphers",
+        "guard",
+        "last_admitted",
+        "send_key_id",
+        "session",
+    )
 
-    def __init__(self, key: bytes | None) -> None:
-        self._key = key
+    def __init__(self, keys: Keyring | None, session: bytes, *, replay_window_s: float = 30.0,
+                 max_sessions: int = 1024) -> None:
+        if len(session) != SESSION_BYTES:
+            raise ValueError(f"a session is {SESSION_BYTES} bytes")
+        self._keys = keys
+        self.session = session
+        self._counter = 0
+        self._send_ciphers: dict[int, AESGCM] = {}
+        self._recv_ciphers: dict[tuple[int, bytes], AESGCM] = {}
+        self.guard = ReplayGuard(replay_window_s, max_sessions)
+        self.send_key_id = keys.newest if keys is not None else 0
+        self._chosen_at_ms = -(1 << 62)
+        self.last_admitted: SessionState | None = None
+        """The replay state of the session ``open`` last admitted (``None``: insecure)."""
 
     @property
     def secure(self) -> bool:
-        return self._key is not None
+        return self._keys is not None
 
-    def seal(self, body: bytes) -> bytes:
-        if self._key is None:
+    @property
+    def keys(self) -> Keyring | None:
+        return self._keys
+
+    def set_keys(self, keys: Keyring, wall_ms: int) -> None:
+        """A reloaded key ring (rollover): new ids are accepted at once; the sending key
+        follows the peers' advertisements (``_choose_send_key``)."""
+        if self._keys is None:
+            raise ValueError("an insecure node cannot take keys without a restart")
+        self._keys = keys
+        self._send_ciphers.clear()
+        self._recv_ciphers.clear()
+        self._choose_send_key(wall_ms)
+
+    def _choose_send_key(self, wall_ms: int) -> None:
+        keys = self._keys
+        assert keys is not None
+        bound = keys.newest
+        peers = self.guard.newest_of_peers(wall_ms, self.session)
+        if peers is not None and peers < bound:
+            bound = peers
+        chosen = keys.newest_at_most(bound)
+        self.send_key_id = chosen if chosen is not None else keys.ids[0]
+        self._chosen_at_ms = wall_ms
+
+    def seal(self, body: bytes, wall_ms: int) -> bytes:
+        keys = self._keys
+        if keys is None:
             return bytes((WIRE_VERSION, 0)) + body
-        prefix = bytes((WIRE_VERSION, FLAG_AUTHENTICATED))
-        tag = hmac.new(self._key, prefix + body, hashlib.sha256).digest()[:TAG_BYTES]
-        return prefix + tag + body
+        if wall_ms - self._chosen_at_ms >= 500:
+            self._choose_send_key(wall_ms)
+            self.guard.maybe_sweep(wall_ms)
+        key_id = self.send_key_id
+        cipher = self._send_ciphers.get(key_id)
+        if cipher is None:
+            key = keys.get(key_id)
+            assert key is not None
+            cipher = self._send_ciphers[key_id] = derive(key, self.session)
+        counter = self._counter
+        self._counter = counter + 1
+        header = _HEADER.pack(WIRE_VERSION, FLAG_SEALED, key_id, keys.newest, self.session,
+                              counter, wall_ms)
+        return header + cipher.encrypt(_NONCE_PAD + header[22:30], body, header)
 
-    def open(self, data: bytes) -> memoryview:
-        """Return the body of an authentic datagram; raise ``DecodeError`` otherwise."""
+    def unseal(self, data: bytes) -> tuple[Sealed | None, memoryview | bytes]:
+        """Check the tag and decrypt (no replay check): the header and the body.
+        ``DecodeError`` if the datagram is not authentic."""
         if len(data) < PREFIX_BYTES:
             raise DecodeError("truncated", "shorter than the prefix")
         if data[0] != WIRE_VERSION:
             raise DecodeError("bad_version", f"version {data[0]}")
         flags = data[1]
-        if flags & ~FLAG_AUTHENTICATED:
+        if flags & ~FLAG_SEALED:
             raise DecodeError("bad_flags", f"flags {flags:#x}")
+        keys = self._keys
+        if keys is None:
+            if flags & FLAG_SEALED:
+                raise DecodeError("auth_unexpected", "sealed datagram, node is insecure")
+            return None, memoryview(data)[PREFIX_BYTES:]
+        if not flags & FLAG_SEALED:
+            raise DecodeError("auth_missing", "unsealed datagram, node has a group key")
+        if len(data) < SEAL_HEADER_BYTES + TAG_BYTES:
+            raise DecodeError("truncated", "shorter than the sealed header")
+        _, _, key_id, newest, session, counter, sent_ms = _HEADER.unpack_from(data)
+        sealed = Sealed(key_id, newest, session, counter, sent_ms)
+        return sealed, self._decrypt(sealed, data)
+
+    def _decrypt(self, sealed: Sealed, data: bytes) -> bytes:
+        slot = (sealed.key_id, sealed.session)
+        cipher = self._recv_ciphers.get(slot)
+        fresh = cipher is None
+        if cipher is None:
+            assert self._keys is not None
+            key = self._keys.get(sealed.key_id)
+            if key is None:
+                raise DecodeError("unknown_key", f"key id {sealed.key_id}")
+            cipher = derive(key, sealed.session)
         view = memoryview(data)
-        if self._key is None:
-            if flags & FLAG_AUTHENTICATED:
-                raise DecodeError("auth_unexpected", "tagged datagram, node is insecure")
-            return view[PREFIX_BYTES:]
-        if not flags & FLAG_AUTHENTICATED:
-            raise DecodeError("auth_missing", "untagged datagram, node has a group key")
-        if len(data) < PREFIX_BYTES + TAG_BYTES:
-            raise DecodeError("truncated", "shorter than the tag")
-        mac = hmac.new(self._key, view[:PREFIX_BYTES], hashlib.sha256)
-        mac.update(view[PREFIX_BYTES + TAG_BYTES:])
-        tag = view[PREFIX_BYTES : PREFIX_BYTES + TAG_BYTES]
-        if not hmac.compare_digest(mac.digest()[:TAG_BYTES], tag):
-            raise DecodeError("auth_failed", "bad tag")
-        return view[PREFIX_BYTES + TAG_BYTES:]
+        try:
+            body = cipher.decrypt(_NONCE_PAD + bytes(view[22:30]), view[SEAL_HEADER_BYTES:],
+                                  view[:SEAL_HEADER_BYTES])
+        except InvalidTag:
+            raise DecodeError("auth_failed", "bad tag") from None
+        if fresh:  # cached only once authentic: forgeries cannot fill the cache
+            if len(self._recv_ciphers) >= _MAX_CIPHERS:
+                self._recv_ciphers.clear()
+            self._recv_ciphers[slot] = cipher
+        return body
+
+    def admit(self, sealed: Sealed | None, wall_ms: int) -> SessionState | None:
+        """The replay check of an authentic datagram; ``DecodeError`` if stale or seen."""
+        if sealed is None:
+            return None
+        if sealed.session == self.session:
+            # a copy of our own datagram (the daemon skips its loopback echoes by source
+            # address, so this one came from elsewhere: a replay or a reflection)
+            raise DecodeError("replayed", "own session")
+        guard = self.guard
+        guard.check(sealed.session, sealed.counter, sealed.sent_ms, wall_ms)
+        return guard.admit(sealed.session, sealed.counter, sealed.sent_ms, wall_ms,
+                           sealed.key_id, sealed.newest_key)
+
+    def open(self, data: bytes, wall_ms: int) -> memoryview | bytes:
+        """The body of an authentic, fresh, first-seen datagram; ``DecodeError`` otherwise."""
+        if (self._keys is not None and len(data) >= SEAL_HEADER_BYTES
+                and data[0] == WIRE_VERSION and data[1] == FLAG_SEALED):
+            _, _, _, _, session, counter, sent_ms = _HEADER.unpack_from(data)
+            self.guard.check(session, counter, sent_ms, wall_ms)  # cheap, before the crypto
+        sealed, body = self.unseal(data)
+        self.last_admitted = self.admit(sealed, wall_ms)
+        return body

@@ -36,7 +36,7 @@ from typing import Any
 import msgpack
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
-from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.auth import Authenticator, Sealed
 from amcast.protocols.wire.fields import read_int, read_list
 from amcast.protocols.wire.limits import (
     MAX_INCARNATION,
@@ -153,10 +153,11 @@ def encode_membership_body(dg: MembershipDatagram) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def encode(dg: Datagram | MembershipDatagram, auth: Authenticator) -> bytes:
+def encode(dg: Datagram | MembershipDatagram, auth: Authenticator, wall_ms: int) -> bytes:
+    """Seal one datagram; ``wall_ms``: the sender's wall clock (replay protection)."""
     if isinstance(dg, MembershipDatagram):
-        return auth.seal(encode_membership_body(dg))
-    return auth.seal(encode_body(dg))
+        return auth.seal(encode_membership_body(dg), wall_ms)
+    return auth.seal(encode_body(dg), wall_ms)
 
 
 # ----------------------------------------------------------------------------- decode
@@ -202,11 +203,28 @@ def _vertex(obj: Any, limits: WireLimits) -> Vertex:
     return Vertex(origin, seq, acks, service, float(ts), tuple(items))
 
 
-def decode(data: bytes, auth: Authenticator, limits: WireLimits) -> Datagram | MembershipDatagram:
-    """Authenticate then decode one datagram; any defect raises ``DecodeError``."""
+def decode(data: bytes, auth: Authenticator, limits: WireLimits,
+           wall_ms: int) -> Datagram | MembershipDatagram:
+    """Authenticate, check for replay, then decode one datagram; any defect raises
+    ``DecodeError``. ``wall_ms``: the receiver's wall clock."""
     if len(data) > limits.max_datagram_bytes:
         raise DecodeError("too_large", f"{len(data)} bytes")
-    body = auth.open(data)
+    return decode_body(auth.open(data, wall_ms), limits)
+
+
+def decode_unchecked(data: bytes, auth: Authenticator,
+                     limits: WireLimits) -> tuple[Sealed | None, Datagram | MembershipDatagram]:
+    """Authenticate and decode without the replay check: the sealed header for a later
+    ``Authenticator.admit`` (the simulator decodes a multicast once for every receiver,
+    each of which admits it against its own replay guard) and the datagram."""
+    if len(data) > limits.max_datagram_bytes:
+        raise DecodeError("too_large", f"{len(data)} bytes")
+    sealed, body = auth.unseal(data)
+    return sealed, decode_body(body, limits)
+
+
+def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | MembershipDatagram:
+    """Decode an authentic body; any defect raises ``DecodeError``."""
     try:
         obj = msgpack.unpackb(
             body,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-WIRE_VERSION = 2  # 2: 64-bit view ids, membership datagrams
-TAG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits (as RFC 4868 does for IPsec)
+WIRE_VERSION = 3  # 2: 64-bit view ids, membership datagrams; 3: AES-256-GCM sealing
+TAG_BYTES = 16  # the AES-GCM tag
 PREFIX_BYTES = 2  # version byte + flags byte
+SEAL_HEADER_BYTES = 38  # prefix, key ids, session, counter, send time (``auth``)
 
 MAX_NODE_ID = 2**32 - 1
 MAX_VIEW_ID = 2**63 - 1
@@ -41,7 +42,8 @@ class WireLimits:
 # Upper bounds (bytes) of the msgpack encoding of the non-payload parts of a datagram,
 # used by the batcher to stay within the datagram budget. Integers are bounded by their
 # widest msgpack form (uint32 for node and view ids: 5 bytes, uint64 otherwise: 9).
-FIXED_OVERHEAD = PREFIX_BYTES + TAG_BYTES + 1 + 1 + 5 + 9 + 9 + 5 + 3 + (1 + 5 + 9 + 5 + 1 + 9 + 5)
+FIXED_OVERHEAD = (SEAL_HEADER_BYTES + TAG_BYTES + 1 + 1 + 5 + 9 + 9 + 5 + 3
+                  + (1 + 5 + 9 + 5 + 1 + 9 + 5))
 ACK_OVERHEAD = 5 + 9
 NACK_RANGE_OVERHEAD = 5 + 9 + 9
 ITEM_OVERHEAD = 5

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from amcast.benchmarks import flood
 from amcast.client import BlockingClient
 from amcast.client.records import DeliveredBatch
-from amcast.localcluster import LocalCluster, write_private
+from amcast.localcluster import LocalCluster
 from tests.steady import STEADY
 
 
@@ -115,9 +115,9 @@ def test_forged_and_insider_nack_floods_make_no_daemon_send_more_than_it_receive
     short_dir: Path,
 ) -> None:
     cluster = LocalCluster(2, short_dir / "c", protocol=dict(STEADY))
-    key_file = short_dir / "key"
-    write_private(key_file, str(cluster.protocol["group_key"]))
     cluster.start()
+    key_file = cluster.key_file
+    assert key_file is not None
     deadline = time.monotonic() + 60
     try:
         with BlockingClient(cluster.sockets[0]) as a, BlockingClient(cluster.sockets[1]) as b:

@@ -45,8 +45,8 @@ def test_probes_are_removed(report: dict) -> None:
 def test_header_split_adds_up_and_grows_with_n(report: dict, load: str) -> None:
     points = report["points"][load]
     for p in points:
-        assert p["header: prefix+MAC"] == 18.0  # version, flags, 16-byte HMAC tag
-        parts = p["header: prefix+MAC"] + p["header: ack vector"] + p["header: other"]
+        assert p["header: seal (AEAD header+tag)"] == 54.0  # 38-byte sealed header, 16-byte GCM tag
+        parts = p["header: seal (AEAD header+tag)"] + p["header: ack vector"] + p["header: other"]
         assert p["header bytes"] == pytest.approx(parts)
         assert 20 <= p["header: other"] <= 30  # ids, seq, service, float time, framing
         assert p["messages per data vertex"] == 1.0

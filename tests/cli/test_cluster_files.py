@@ -7,6 +7,8 @@ import stat
 import tomllib
 from pathlib import Path
 
+from amcast.protocols.wire.keys import Keyring
+
 from amcast.localcluster import LocalCluster
 
 
@@ -26,7 +28,8 @@ def test_configs_holding_the_key_are_owner_only_even_over_wider_old_files(
     for node in cluster.nodes:
         assert mode(node.config) == 0o600, node.config
         assert mode(node.config.parent) == 0o700, node.config.parent
-        key = tomllib.loads(node.config.read_text())["protocol"]["group_key"]
-        assert len(key) == 32  # a fresh random key, the same in both configs
-    keys = {tomllib.loads(n.config.read_text())["protocol"]["group_key"] for n in cluster.nodes}
-    assert len(keys) == 1
+        text = node.config.read_text()
+        assert tomllib.loads(text)["security"]["key_file"] == str(cluster.key_file)
+        assert "group_key" not in text  # the configs hold no secret
+    assert cluster.key_file is not None and mode(cluster.key_file) == 0o400
+    assert len(Keyring.parse(cluster.key_file.read_text()).ids) == 1  # one fresh key

@@ -100,3 +100,19 @@ def test_membership_records_are_on_disk_at_once_deliveries_at_the_next_flush(
     assert [json.loads(x)["type"] for x in path.read_text().splitlines()] == [
         "delivery", "view"]
     log.close()
+
+
+def test_log_files_are_owner_only_in_an_owner_only_directory(tmp_path: Path) -> None:
+    old = tmp_path / "old.jsonl"
+    old.write_text("{}\n")
+    old.chmod(0o644)
+    wider = RotatingJsonl(old, rotate_bytes=1 << 20, keep=2)  # an older, wider file
+    wider.close()
+    assert old.stat().st_mode & 0o777 == 0o600
+    f = RotatingJsonl(tmp_path / "new" / "d.jsonl", rotate_bytes=64, keep=2)
+    for _ in range(10):
+        f.write('{"k": "0123456789abcdef"}\n')  # rotates
+    f.close()
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+    files = sorted((tmp_path / "new").iterdir())
+    assert len(files) == 3 and {p.stat().st_mode & 0o777 for p in files} == {0o600}

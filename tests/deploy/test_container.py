@@ -56,6 +56,32 @@ def test_compose_file_validates_and_describes_the_cluster() -> None:
     assert binds >= 2  # prometheus.yml and alerts.yml
 
 
+def test_compose_makes_a_key_has_no_default_one_and_keeps_metrics_off_the_host() -> None:
+    config = _compose_config()
+    services = config["services"]
+    keygen = services["keygen"]
+    assert "amcast keygen -f /etc/amcast/keys/authkey" in " ".join(keygen["command"])
+    text = (REPO / "docker-compose.yml").read_text()
+    assert "GROUP_KEY" not in text and "change-me" not in text  # no default secret
+    for name, s in services.items():
+        if not name.startswith("amcastd-"):
+            continue
+        env = s["environment"]
+        assert env["AMCAST_SECURITY__KEY_FILE"] == "/etc/amcast/keys/authkey"
+        assert s["depends_on"]["keygen"]["condition"] == "service_completed_successfully"
+        mounts = [v if isinstance(v, dict) else dict(
+            zip(("source", "target", "mode"), v.split(":"), strict=False)) for v in s["volumes"]]
+        keys = next(m for m in mounts if m["target"] == "/etc/amcast/keys")
+        assert keys["source"] == "amcast-keys"
+        assert keys.get("read_only") is True or keys.get("mode") == "ro"
+        # metrics on the node's own bridge address (Prometheus' network), not 0.0.0.0
+        assert env["AMCAST_METRICS__ADDRESS"] == s["networks"]["amcast"]["ipv4_address"]
+        assert not s.get("ports")
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "0.0.0.0" not in dockerfile
+    assert "install -d -o amcast -g amcast -m 0700 /etc/amcast/keys" in dockerfile
+
+
 def test_a_broken_compose_file_is_rejected(tmp_path) -> None:  # type: ignore[no-untyped-def]
     tool = require_tool("docker-compose", "Debian package docker-compose")
     bad = tmp_path / "docker-compose.yml"

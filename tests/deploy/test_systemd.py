@@ -52,5 +52,8 @@ def test_units_are_notify_hardened_and_use_only_the_address_families_amcastd_ope
         for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp"):
             assert settings[key] == "yes"
         assert settings["ProtectSystem"] == "strict"
-        assert settings["RuntimeDirectoryMode"] == "0750"
+        assert settings["RuntimeDirectoryMode"] == "0750"  # the socket's group reaches it
+        # logs and state (delivery records, ballots) and whatever else it creates: owner only
+        assert settings["LogsDirectoryMode"] == "0700" and settings["UMask"] == "0077"
+        assert settings["ExecReload"] == "/bin/kill -HUP $MAINPID"  # key rollover, members
         assert settings["Environment"]  # socket path / group come from the unit's dirs

@@ -49,7 +49,7 @@ def test_the_state_dir_is_the_units_writable_state_directory(
                       '[protocol]\ninsecure = true\n')
     loaded = load_config(config, env)
     assert Path(loaded.node.state_dir) == writable
-    assert settings["StateDirectoryMode"] == ["0750"]
+    assert settings["StateDirectoryMode"] == ["0700"]
 
 
 def test_the_default_state_dir_is_the_plain_units_state_directory() -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from amcast import keygen
 from amcast.localcluster import LocalCluster, free_port, render_toml
 from tests.daemon.daemon_helpers import Raw
 from tests.steady import STEADY
@@ -330,8 +331,10 @@ def test_check_prints_the_effective_configuration(short_dir: Path) -> None:
     import json
 
     tables = base_tables(short_dir)
-    tables["protocol"].update(rule="gtoto", group_key="k" * 32)
+    tables["protocol"].update(rule="gtoto")
     del tables["protocol"]["insecure"]
+    keygen.create(short_dir / "authkey")
+    tables["security"] = {"key_file": str(short_dir / "authkey")}
     config = short_dir / "ok.toml"
     config.write_text(render_toml(tables))
     proc = daemon(config, "--check")
@@ -342,6 +345,33 @@ def test_check_prints_the_effective_configuration(short_dir: Path) -> None:
     assert shown["derived"]["api.max_frame_bytes"] > MiB
     assert shown["protocol"]["max_message_size"] == shown["derived"]["protocol.max_message_size"]
     assert shown["protocol"]["window_size"] == 256  # engine defaults included
-    assert shown["protocol"]["group_key"] == "<set, not shown>"
+    assert shown["protocol"]["keyring"] == "<set, not shown>: key ids [1]"
+    key = (short_dir / "authkey").read_text().split()[-1]
+    assert key not in proc.stdout and key not in proc.stderr
     assert shown["health"]["stall_after_s"] == 5.0
     assert not (short_dir / "logs").exists() and not (short_dir / "ok.sock").exists()
+
+
+def test_key_file_problems_stop_the_start_with_one_line(short_dir: Path) -> None:
+    tables = base_tables(short_dir)
+    del tables["protocol"]["insecure"]
+    key_file = short_dir / "authkey"
+    tables["security"] = {"key_file": str(key_file)}
+    config = short_dir / "keyed.toml"
+    config.write_text(render_toml(tables))
+    cases = []
+    cases.append(("does not exist: make one with `amcast keygen", daemon(config, "--check")))
+    keygen.create(key_file)
+    key_file.chmod(0o440)
+    cases.append(("is open to group or others (mode 0440): chmod 0400", daemon(config, "--check")))
+    key_file.chmod(0o600)
+    key_file.write_text("1 abcd\n")
+    cases.append(("line 1: the key has 2 bytes, not 32", daemon(config, "--check")))
+    tables["protocol"]["group_key"] = "k" * 32
+    config.write_text(render_toml(tables))
+    cases.append(("group_key: not a setting: the keys live in a key file",
+                  daemon(config, "--check")))
+    for expected, proc in cases:
+        assert proc.returncode == 2, proc
+        assert expected in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

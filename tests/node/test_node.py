@@ -20,6 +20,7 @@ from amcast.protocols.reliable.holdback import CausalHoldback
 from amcast.protocols.simulation.cluster import Cluster
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
+from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.membership import ViewRecord
 
 KEY = b"simulation-group-key"
@@ -58,24 +59,35 @@ def test_config_requires_a_key_or_an_explicit_insecure_choice() -> None:
 
 def test_bad_input_never_raises_and_is_counted_with_a_reason() -> None:
     nd = node()
-    peer = Authenticator(KEY)
-    other = Authenticator(b"another-group-key")
+    peer = Authenticator(Keyring.single(KEY), bytes(16))
+    other = Authenticator(Keyring.single(b"another-group-key"), b"o" * 16)
+    rotated = Authenticator(Keyring(((1, KEY), (2, b"a later key, unknown here"))), b"r" * 16)
+    nd.wall_offset = 100.0
+    wall = 101_000  # ms: the node's clock below is 1.0 s, plus its wall offset
+    replayed = encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), peer, wall)
     inputs = {
         "truncated": b"\x01",
         "bad_version": b"\x07\x01" + b"x" * 40,
-        "auth_failed": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), other),
-        "auth_missing": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), Authenticator(None)),
-        "malformed": peer.seal(b"\xc1"),
-        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 1, 0), peer),
-        "stale_view": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), peer),
-        "unknown_member": encode(Datagram(Kind.NACK, 1, 1, 0, ((9, 1, 1),)), peer),
+        "auth_failed": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), other, wall),
+        "auth_missing": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0),
+                               Authenticator(None, b"i" * 16), wall),
+        "unknown_key": rotated.seal(b"\x90", wall),  # sent with key 2, the newest
+        "stale": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), peer, wall - 31_000),
+        "future": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), peer, wall + 31_000),
+        "malformed": peer.seal(b"\xc1", wall),
+        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 1, 0), peer, wall),
+        "stale_view": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), peer, wall),
+        "unknown_member": encode(Datagram(Kind.NACK, 1, 1, 0, ((9, 1, 1),)), peer, wall),
     }
+    nd.receive_datagram(replayed, 1.0)  # admitted (a heartbeat of a known member)
+    nd.events()
+    inputs["replayed"] = replayed
     for data in inputs.values():
         nd.receive_datagram(data, 1.0)
     events = nd.events()
     assert [e.reason for e in events if isinstance(e, DatagramDropped)] == list(inputs)
     assert nd.stats.drops == dict.fromkeys(inputs, 1)
-    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 1, 0), peer), 1.0)  # own echo
+    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 1, 0), peer, wall), 1.0)  # own echo
     assert nd.stats.own_echoes == 1 and not nd.events()
 
 

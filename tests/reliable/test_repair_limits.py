@@ -17,12 +17,12 @@ from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.layer import ReliableCounters, ReliableLayer, repair_size
 from amcast.protocols.reliable.ratelimit import MAX_PEERS, PeerLimiter, RepairLimits, TokenBucket
 from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.auth import SESSION_BYTES, Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, encode
 
 VIEW = 3
 MEMBERS = (1, 2, 3)
-AUTH = Authenticator(None)
+AUTH = Authenticator(None, bytes(SESSION_BYTES))
 
 
 class Origin:
@@ -177,7 +177,7 @@ def test_honest_repair_under_the_defaults_is_not_limited() -> None:
     got = o.repairs(1.0)
     assert sorted(dg.vertices[0].seq for dg in got) == list(range(1, 181))
     assert o.drops == {}
-    assert sum(len(encode(dg, AUTH)) for dg in got) <= 180 * o.vertex_bytes
+    assert sum(len(encode(dg, AUTH, 0)) for dg in got) <= 180 * o.vertex_bytes
 
 
 def test_the_peer_table_is_bounded() -> None:

@@ -6,20 +6,20 @@ import msgpack
 import pytest
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import (
     Datagram,
     Fragment,
     Kind,
     Vertex,
-    decode,
     encode,
     encode_body,
 )
 from amcast.protocols.wire.limits import WireLimits, overhead_bound
 
+from tests.wire.sealing import WALL_MS, authenticator, decode
+
 KEY = b"k" * 32
-AUTH = Authenticator(KEY)
+AUTH = authenticator(KEY)
 LIMITS = WireLimits()
 
 
@@ -39,32 +39,33 @@ def test_round_trip_all_kinds() -> None:
         Datagram(Kind.HEARTBEAT, 2, 0, 99),
     ]
     for dg in cases:
-        assert decode(encode(dg, AUTH), AUTH, LIMITS) == dg
+        assert decode(encode(dg, AUTH, WALL_MS), AUTH, LIMITS) == dg
 
 
 def test_insecure_round_trip_and_mode_mismatch_is_a_decode_error() -> None:
-    insecure = Authenticator(None)
+    insecure = authenticator(None)
     dg = sample()
-    assert decode(encode(dg, insecure), insecure, LIMITS) == dg
+    assert decode(encode(dg, insecure, WALL_MS), insecure, LIMITS) == dg
     with pytest.raises(DecodeError) as exc:
-        decode(encode(dg, insecure), AUTH, LIMITS)
+        decode(encode(dg, insecure, WALL_MS), AUTH, LIMITS)
     assert exc.value.reason == "auth_missing"
     with pytest.raises(DecodeError) as exc:
-        decode(encode(dg, AUTH), insecure, LIMITS)
+        decode(encode(dg, AUTH, WALL_MS), insecure, LIMITS)
     assert exc.value.reason == "auth_unexpected"
 
 
 def test_wrong_key_and_any_flipped_bit_fail_authentication() -> None:
-    data = encode(sample(), AUTH)
+    data = encode(sample(), AUTH, WALL_MS)
     with pytest.raises(DecodeError) as exc:
-        decode(data, Authenticator(b"other key 16 bytes!"), LIMITS)
+        decode(data, authenticator(b"other key 16 bytes!"), LIMITS)
     assert exc.value.reason == "auth_failed"
     for i in range(2, len(data)):
         mutated = bytearray(data)
         mutated[i] ^= 0x10
         with pytest.raises(DecodeError) as exc:
             decode(bytes(mutated), AUTH, LIMITS)
-        assert exc.value.reason == "auth_failed"
+        # bytes 2-3: the key id, which then names no key of the ring
+        assert exc.value.reason == ("unknown_key" if i in (2, 3) else "auth_failed")
 
 
 @pytest.mark.parametrize(
@@ -96,7 +97,7 @@ def test_wrong_key_and_any_flipped_bit_fail_authentication() -> None:
     ],
 )
 def test_structural_defects_are_decode_errors(obj: object, reason: str) -> None:
-    data = AUTH.seal(msgpack.packb(obj, use_bin_type=True))
+    data = AUTH.seal(msgpack.packb(obj, use_bin_type=True), WALL_MS)
     with pytest.raises(DecodeError) as exc:
         decode(data, AUTH, LIMITS)
     assert exc.value.reason == reason
@@ -110,10 +111,10 @@ def test_size_limits() -> None:
     acks = [0, 1, 1, 1, 2, 1]
     obj = [0, 3, 0, 1, [], [[3, 1, acks, 1, 0.0, [b"a"]]]]
     with pytest.raises(DecodeError):
-        decode(AUTH.seal(msgpack.packb(obj)), AUTH, small)
+        decode(AUTH.seal(msgpack.packb(obj), WALL_MS), AUTH, small)
     obj = [2, 3, 0, 0, [1, 1, 1, 2, 1, 1], []]
     with pytest.raises(DecodeError):
-        decode(AUTH.seal(msgpack.packb(obj)), AUTH, small)
+        decode(AUTH.seal(msgpack.packb(obj), WALL_MS), AUTH, small)
 
 
 def test_overhead_bound_is_an_upper_bound() -> None:
@@ -123,7 +124,7 @@ def test_overhead_bound_is_an_upper_bound() -> None:
             nacks = tuple((2**32 - 1, 2**62 - 1, 2**62) for _ in range(n_nacks))
             v = Vertex(2**32 - 1, 2**62, acks, ServiceLevel.AGREED, 1e300, (b"",))
             dg = Datagram(Kind.DATA, 2**32 - 1, 2**32 - 1, 2**62, nacks, (v,))
-            size = len(encode(dg, AUTH)) - 1  # minus the one-byte empty item
+            size = len(encode(dg, AUTH, WALL_MS)) - 1  # minus the one-byte empty item
             assert size <= overhead_bound(n_acks, n_nacks)
 
 

@@ -10,13 +10,15 @@ import msgpack
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator
-from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex, decode, encode
+from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex, encode
 from amcast.protocols.wire.limits import WireLimits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-KEYED = Authenticator(b"f" * 32)
-INSECURE = Authenticator(None)
+from tests.wire.sealing import WALL_MS, authenticator, decode
+
+KEYED = authenticator(b"f" * 32)
+INSECURE = authenticator(None)
 LIMITS = WireLimits(max_members=16)
 FUZZ = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -68,7 +70,7 @@ def test_random_bytes(data: bytes) -> None:
 @given(datagram, st.data())
 def test_mutated_valid_datagrams(dg: Datagram, data: st.DataObject) -> None:
     for auth in (KEYED, INSECURE):
-        raw = bytearray(encode(dg, auth))
+        raw = bytearray(encode(dg, auth, WALL_MS))
         for _ in range(data.draw(st.integers(1, 4))):
             i = data.draw(st.integers(0, len(raw) - 1))
             raw[i] = data.draw(st.integers(0, 255))
@@ -82,7 +84,7 @@ def test_mutated_valid_datagrams(dg: Datagram, data: st.DataObject) -> None:
 @given(datagram)
 def test_truncated_at_every_offset(dg: Datagram) -> None:
     for auth in (KEYED, INSECURE):
-        raw = encode(dg, auth)
+        raw = encode(dg, auth, WALL_MS)
         for cut in range(len(raw)):
             try:
                 decode(raw[:cut], auth, LIMITS)
@@ -101,8 +103,8 @@ def test_truncated_at_every_offset(dg: Datagram) -> None:
 ))
 def test_arbitrary_msgpack_documents(obj: object) -> None:
     body = msgpack.packb(obj, use_bin_type=True)
-    decodes_or_fails_cleanly(KEYED.seal(body), KEYED)
-    decodes_or_fails_cleanly(INSECURE.seal(body), INSECURE)
+    decodes_or_fails_cleanly(KEYED.seal(body, WALL_MS), KEYED)
+    decodes_or_fails_cleanly(INSECURE.seal(body, WALL_MS), INSECURE)
 
 
 def test_deep_nesting_and_huge_declared_lengths() -> None:
@@ -113,7 +115,7 @@ def test_deep_nesting_and_huge_declared_lengths() -> None:
     for body in (deep, huge_array, huge_bin, huge_in_field, b"\xc1", b""):
         for auth in (KEYED, INSECURE):
             try:
-                decode(auth.seal(body), auth, LIMITS)
+                decode(auth.seal(body, WALL_MS), auth, LIMITS)
             except DecodeError:
                 continue
             raise AssertionError(body[:16])

@@ -1,6 +1,6 @@
 """Membership datagrams on the wire: round trips, bounds, and fuzzing (only ``DecodeError``).
 
-Every membership message type goes through ``encode(MembershipDatagram(...), auth)`` and
+Every membership message type goes through ``encode(MembershipDatagram(...), auth, wall_ms)`` and
 ``decode`` unchanged, with and without a key; HEARTBEAT datagrams carry their acks.
 Structural defects a peer could send (too many members, unsorted members, a cut that does
 not cover the previous view, a proposal whose ``prev`` is not the view it succeeds, a view
@@ -17,7 +17,6 @@ from amcast.protocols.wire.codec import (
     Datagram,
     Kind,
     MembershipDatagram,
-    decode,
     encode,
 )
 from amcast.protocols.wire.limits import (
@@ -51,8 +50,10 @@ from amcast.protocols.wire.membership import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-KEYED = Authenticator(b"m" * 32)
-INSECURE = Authenticator(None)
+from tests.wire.sealing import WALL_MS, authenticator, decode
+
+KEYED = authenticator(b"m" * 32)
+INSECURE = authenticator(None)
 AUTHS = (KEYED, INSECURE)
 LIMITS = WireLimits(max_members=16, max_held_report=8)
 FUZZ = settings(max_examples=300, derandomize=True, database=None, deadline=None,
@@ -90,7 +91,7 @@ SAMPLES: list[Message] = [
 
 
 def round_trip(dg: Datagram | MembershipDatagram, auth: Authenticator) -> object:
-    return decode(encode(dg, auth), auth, LIMITS)
+    return decode(encode(dg, auth, WALL_MS), auth, LIMITS)
 
 
 @pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
@@ -131,7 +132,7 @@ def test_heartbeat_ack_bounds() -> None:
     for acks, what in (([1], "odd"), (too_many, "more than max_members"),
                        ([1, -1], "negative seq"), ([1, MAX_SEQ + 1], "seq too large"),
                        ([MAX_NODE_ID + 1, 1], "node too large"), ([1, True], "bool")):
-        data = KEYED.seal(msgpack.packb([4, 1, 0, 0, [], acks]))
+        data = KEYED.seal(msgpack.packb([4, 1, 0, 0, [], acks]), WALL_MS)
         with pytest.raises(DecodeError) as exc:
             decode(data, KEYED, LIMITS)
         assert exc.value.reason == "bad_field", what
@@ -143,7 +144,7 @@ def test_heartbeat_ack_bounds() -> None:
 def refused(message: Message, limits: WireLimits = LIMITS) -> DecodeError:
     """Encode ``message`` (the dataclasses do not validate) and expect the decoder to
     refuse it."""
-    data = encode(MembershipDatagram(1, 0, 1, message), KEYED)
+    data = encode(MembershipDatagram(1, 0, 1, message), KEYED, WALL_MS)
     with pytest.raises(DecodeError) as exc:
         decode(data, KEYED, limits)
     assert exc.value.reason == "bad_field"
@@ -183,7 +184,7 @@ def test_unsorted_or_repeated_members_are_refused() -> None:
 
 def test_a_refuse_names_exactly_one_member() -> None:
     body = [[1, 1, 2, 1], b"reason", b""]
-    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.REFUSE), body]))
+    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.REFUSE), body]), WALL_MS)
     with pytest.raises(DecodeError, match="one member"):
         decode(data, KEYED, LIMITS)
 
@@ -203,7 +204,7 @@ def test_cut_must_cover_exactly_the_previous_views_members() -> None:
     # odd flat cut list (bad arity of a pair)
     body = [[5, 1], [[5, [1, 1, 2, 1], [1, 2], 4], [4, [1, 1, 2, 1, 3, 1], [1, 2, 3], 3],
                      [1, 5, 2]]]
-    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.ACCEPT), body]))
+    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.ACCEPT), body]), WALL_MS)
     with pytest.raises(DecodeError, match="cut length"):
         decode(data, KEYED, LIMITS)
 
@@ -247,26 +248,26 @@ def test_other_field_bounds() -> None:
     # a phi that is an int, a leaving flag that is an int
     for body in ([[b"lex", 1, None, 1, []], 0, False, None],
                  [[b"lex", None, None, 1, []], 0, 1, None]):
-        data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.JOIN), body]))
+        data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.JOIN), body]), WALL_MS)
         with pytest.raises(DecodeError):
             decode(data, KEYED, LIMITS)
     # a reason that is a msgpack str, a non-ascii reason
     for reason in ("r", b"\xff"):
         body = [[1, 1], [1, 1], reason, b""]
         data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.REJECT), body],
-                                        use_bin_type=True))
+                                        use_bin_type=True), WALL_MS)
         with pytest.raises(DecodeError):
             decode(data, KEYED, LIMITS)
 
 
 @pytest.mark.parametrize("code", [0, 9, -1, True, 1.0, b"\x01", None])
 def test_unknown_message_type_and_wrong_arity(code: object) -> None:
-    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, code, []], use_bin_type=True))
+    data = KEYED.seal(msgpack.packb([5, 1, 0, 1, code, []], use_bin_type=True), WALL_MS)
     with pytest.raises(DecodeError):
         decode(data, KEYED, LIMITS)
     for t in MsgType:
         for extra in ([], [None] * 8):
-            data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(t), extra]))
+            data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(t), extra]), WALL_MS)
             with pytest.raises(DecodeError, match="arity"):
                 decode(data, KEYED, LIMITS)
 
@@ -276,7 +277,7 @@ def test_membership_header_bounds() -> None:
     for header in ([5, -1, 0, 1], [5, MAX_NODE_ID + 1, 0, 1], [5, 1, -1, 1],
                    [5, 1, MAX_VIEW_ID + 1, 1], [5, 1, 0, -1], [5, 1, 0, MAX_INCARNATION + 1],
                    [5, 1, 0, False]):
-        data = KEYED.seal(msgpack.packb([*header, *body]))
+        data = KEYED.seal(msgpack.packb([*header, *body]), WALL_MS)
         with pytest.raises(DecodeError):
             decode(data, KEYED, LIMITS)
 
@@ -367,7 +368,7 @@ def test_random_bytes_in_a_membership_body(data: bytes, code: int) -> None:
     decodes_or_fails_cleanly(data, KEYED)
     decodes_or_fails_cleanly(data, INSECURE)
     header = msgpack.packb([5, 1, 0, 1, code, None])[:-1]  # array header and fields, no body
-    decodes_or_fails_cleanly(INSECURE.seal(header + data), INSECURE)
+    decodes_or_fails_cleanly(INSECURE.seal(header + data, WALL_MS), INSECURE)
 
 
 documents = st.recursive(
@@ -383,8 +384,8 @@ documents = st.recursive(
 @given(st.integers(0, 9), documents)
 def test_arbitrary_msgpack_documents_as_membership_body(code: int, body: object) -> None:
     raw = msgpack.packb([5, 1, 0, 1, code, body], use_bin_type=True)
-    decodes_or_fails_cleanly(KEYED.seal(raw), KEYED)
-    decodes_or_fails_cleanly(INSECURE.seal(raw), INSECURE)
+    decodes_or_fails_cleanly(KEYED.seal(raw, WALL_MS), KEYED)
+    decodes_or_fails_cleanly(INSECURE.seal(raw, WALL_MS), INSECURE)
 
 
 @st.composite
@@ -403,7 +404,7 @@ def test_structurally_mutated_membership_datagrams(dg: MembershipDatagram,
     code, body = encode_message(dg.message)
     doc = [5, dg.sender, dg.view, dg.incarnation, code, body]
     raw = msgpack.packb(data.draw(mutated(doc)), use_bin_type=True)
-    decodes_or_fails_cleanly(INSECURE.seal(raw), INSECURE)
+    decodes_or_fails_cleanly(INSECURE.seal(raw, WALL_MS), INSECURE)
 
 
 @FUZZ
@@ -411,7 +412,7 @@ def test_structurally_mutated_membership_datagrams(dg: MembershipDatagram,
 def test_byte_mutated_valid_datagrams(dg: Datagram | MembershipDatagram,
                                       data: st.DataObject) -> None:
     for auth in AUTHS:
-        raw = bytearray(encode(dg, auth))
+        raw = bytearray(encode(dg, auth, WALL_MS))
         for _ in range(data.draw(st.integers(1, 4))):
             i = data.draw(st.integers(0, len(raw) - 1))
             raw[i] = data.draw(st.integers(0, 255))
@@ -425,7 +426,7 @@ def test_byte_mutated_valid_datagrams(dg: Datagram | MembershipDatagram,
 @given(any_dg)
 def test_truncated_at_every_offset(dg: Datagram | MembershipDatagram) -> None:
     for auth in AUTHS:
-        raw = encode(dg, auth)
+        raw = encode(dg, auth, WALL_MS)
         for cut in range(len(raw)):
             try:
                 decode(raw[:cut], auth, LIMITS)
@@ -436,7 +437,7 @@ def test_truncated_at_every_offset(dg: Datagram | MembershipDatagram) -> None:
 
 def test_every_sample_truncated_at_every_offset() -> None:
     for message in SAMPLES:
-        raw = encode(MembershipDatagram(3, 4, 7, message), INSECURE)
+        raw = encode(MembershipDatagram(3, 4, 7, message), INSECURE, WALL_MS)
         for cut in range(len(raw)):
             with pytest.raises(DecodeError):
                 decode(raw[:cut], INSECURE, LIMITS)
