@@ -223,6 +223,8 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "bytes_received": ("amcast_engine_bytes_received_total", "datagram bytes the engine read"),
     "data_bytes_sent": ("amcast_engine_data_bytes_sent_total",
                         "bytes of data datagrams the engine produced"),
+    "repair_bytes_sent": ("amcast_engine_repair_bytes_sent_total",
+                          "bytes of repair datagrams (retransmissions answering nacks)"),
     "backpressure_events": ("amcast_engine_backpressure_events_total",
                             "submits the engine refused"),
     "views_installed": ("amcast_views_installed_total", "primary views this daemon installed"),

@@ -51,12 +51,14 @@ from amcast.protocols.ordering import OrderingConfig
 from amcast.protocols.reliable.batching import Batcher
 from amcast.protocols.reliable.flow import SendWindow
 from amcast.protocols.reliable.layer import ReliableCounters
+from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.session import ViewSession
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator, Sealed
 from amcast.protocols.wire.codec import (
     KIND_NAMES,
     Datagram,
+    Kind,
     MembershipDatagram,
     decode,
     decode_unchecked,
@@ -81,6 +83,8 @@ class NodeStats:
     data_bytes_sent: int = 0
     """Bytes of DATA datagrams (header, tag and payload)."""
     bytes_received: int = 0
+    repair_bytes_sent: int = 0
+    """Bytes of REPAIR datagrams (retransmissions; what nacks made this node send)."""
     messages_submitted: int = 0
     messages_delivered: int = 0
     vertices_sent: int = 0
@@ -195,6 +199,9 @@ class Node:
         self._events: list[Event] = []
         self._stats = NodeStats()
         self._counters = ReliableCounters()
+        self._limiter = PeerLimiter(config.repair_limits(len(self.members)))
+        """Per-peer nack and repair buckets, shared by every view (a retired view's
+        answers to nacks count against the same budget as the current one's)."""
         state = (durable or DurableState(node_id)).restarted(incarnation_floor)
         if initial_view is not None and state.known is None:
             state = DurableState(node_id, state.incarnation, known=initial_view,
@@ -450,6 +457,7 @@ class Node:
         self._now = now
         self.members = tuple(sorted(members))
         cfg = self.config
+        self._limiter.set_limits(cfg.repair_limits(len(self.members)))
         self.membership.reconfigure(self.members, Settings(
             cfg.rule, cfg.phi, cfg.expected_votes, cfg.max_message_size, self.members))
         self.membership.handle_timer(now)
@@ -530,6 +538,8 @@ class Node:
             if isinstance(dg, Datagram):
                 if dg.kind == 0:
                     stats.data_bytes_sent += len(raw)
+                elif dg.kind == Kind.REPAIR:
+                    stats.repair_bytes_sent += len(raw)
                 stats.nack_ranges_sent += len(dg.nacks)
         return data
 
@@ -580,7 +590,7 @@ class Node:
         session = ViewSession(
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
-            counters=self._counters, events=self._events,
+            counters=self._counters, events=self._events, limiter=self._limiter,
         )
         if self._holding:
             session.hold_releases(True, now)

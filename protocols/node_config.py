@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import DEFAULT_RULE, OrderingConfig
+from amcast.protocols.reliable.ratelimit import RepairLimits
 from amcast.protocols.wire.keys import Keyring
 
 MIN_KEY_BYTES = 16
@@ -107,7 +108,26 @@ class NodeConfig:
     max_nack_ranges: int = 64
     """Nack ranges carried by one datagram."""
     max_repair_per_nack: int = 256
-    """Vertices retransmitted in answer to one nack range."""
+    """Vertices retransmitted in answer to one nack range (a longer range is truncated)."""
+
+    # --- repair rate limits, per requesting peer (``reliable.ratelimit``) ---
+    nack_rate: float = 0.0
+    """Nack ranges per second one peer may make this node handle; beyond, ranges are
+    ignored. 0 = ``nack_burst / nack_retry`` (an honest member nacks a gap again only
+    every ``nack_retry``)."""
+    nack_burst: int = 0
+    """Nack ranges one peer may send at once; 0 = four full nack datagrams,
+    ``4 * max_nack_ranges``."""
+    repair_rate_bytes: int = 0
+    """Bytes per second one peer's nacks may make this node retransmit; beyond, repairs are
+    not scheduled (the peer nacks again after ``nack_retry``). 0 = ``repair_burst_bytes``
+    per second."""
+    repair_burst_bytes: int = 0
+    """Bytes one peer's nacks may make this node retransmit at once (so also the most one
+    nack datagram can cause); 0 = the send windows of every other member,
+    ``(members - 1) * effective_window_bytes`` (about ``receive_buffer_bytes``): a member
+    that lost every sender's whole window is repaired at once. At least one datagram
+    budget."""
 
     def keys(self) -> Keyring | None:
         """The key ring to seal with (``None``: insecure)."""
@@ -145,13 +165,17 @@ class NodeConfig:
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
         for name in ("ack_delay", "lazy_ack_delay", "nack_delay", "repair_delay",
-                     "repair_holdoff"):
+                     "repair_holdoff", "nack_rate", "nack_burst", "repair_rate_bytes"):
             if getattr(self, name) < 0:
                 raise ConfigurationError(f"{name} must be >= 0")
         for name in ("heartbeat_interval", "nack_retry", "suspect_timeout", "flush_timeout",
                      "membership_retry"):
             if getattr(self, name) <= 0:
                 raise ConfigurationError(f"{name} must be > 0")
+        if 0 < self.repair_burst_bytes < self.datagram_budget:
+            raise ConfigurationError(
+                "repair_burst_bytes must be 0 (one send window) or >= datagram_budget"
+            )
         if self.join_settle < 0:
             raise ConfigurationError("join_settle must be >= 0")
         if self.suspect_timeout < 2 * self.heartbeat_interval:
@@ -169,3 +193,16 @@ class NodeConfig:
             return self.window_bytes
         share = self.receive_buffer_bytes // max(1, members - 1)
         return max(2 * self.datagram_budget, share)
+
+    def repair_limits(self, members: int) -> RepairLimits:
+        """The per-peer nack and retransmission rates for ``members`` listed members
+        (the 0 defaults resolved)."""
+        nack_burst = self.nack_burst or 4 * self.max_nack_ranges
+        burst = self.repair_burst_bytes or max(1, members - 1) * self.effective_window_bytes(
+            members)
+        return RepairLimits(
+            nack_rate=self.nack_rate or nack_burst / self.nack_retry,
+            nack_burst=float(nack_burst),
+            repair_rate_bytes=float(self.repair_rate_bytes or burst),
+            repair_burst_bytes=float(burst),
+        )

@@ -41,6 +41,7 @@ from amcast.protocols.reliable.batching import Batcher, Reassembler
 from amcast.protocols.reliable.flow import SendWindow
 from amcast.protocols.reliable.holdback import CausalHoldback
 from amcast.protocols.reliable.layer import Drop, ReliableCounters, ReliableLayer
+from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Fragment, Vertex
 from amcast.protocols.wire.limits import overhead_bound
@@ -89,13 +90,15 @@ class ViewSession:
         drop: Drop,
         counters: ReliableCounters,
         events: list[Event],
+        limiter: PeerLimiter | None = None,
     ) -> None:
         self.view_id = view_id
         self.members = members
         self.node_id = node_id
         self.config = config
         self.reliable = ReliableLayer(view_id, node_id, members, config=config, rng=rng,
-                                      now=now, drop=drop, counters=counters)
+                                      now=now, drop=drop, counters=counters,
+                                      limiter=limiter)
         self.engine = TotalOrderEngine(list(members),
                                        ordering_for(config.rule, config.phi, len(members)))
         if config.lazy_ack_delay > config.ack_delay:

@@ -20,6 +20,11 @@ the member promised; ``close_at(cut)`` sets the agreed cut (releases up to it, n
 what is missing up to it, refuses what lies beyond); ``availability`` describes what
 the member holds for the coordinator. A closed (retired) layer keeps answering nacks
 for members still completing the view.
+
+Nacks are served within the requesting member's buckets (``ratelimit.PeerLimiter``,
+shared by the node's views): nack ranges per second and retransmitted bytes per second,
+ranges capped at ``max_repair_per_nack`` vertices, nacks of own vertices never sent
+refused whole; each refusal is a counted drop (once per datagram and reason).
 """
 
 from __future__ import annotations
@@ -31,14 +36,32 @@ from typing import Any
 
 from amcast.protocols.errors import ProtocolViolation
 from amcast.protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
+from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.reliable.repair import NackTimers, RepairTimers
 from amcast.protocols.reliable.stability import AckMatrix
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
-from amcast.protocols.wire.limits import FIXED_OVERHEAD, ITEM_OVERHEAD, NACK_RANGE_OVERHEAD
+from amcast.protocols.wire.limits import (
+    ACK_OVERHEAD,
+    FIXED_OVERHEAD,
+    FRAGMENT_OVERHEAD,
+    ITEM_OVERHEAD,
+    NACK_RANGE_OVERHEAD,
+)
 from amcast.protocols.wire.membership import Availability, HeldVertex
 
 Drop = Callable[[str, str], None]
+
+
+def repair_size(v: Vertex) -> int:
+    """Upper bound of the bytes of a REPAIR datagram carrying ``v`` alone."""
+    size = FIXED_OVERHEAD + ACK_OVERHEAD * len(v.acks)
+    for it in v.items:
+        if isinstance(it, bytes):
+            size += ITEM_OVERHEAD + len(it)
+        else:
+            size += ITEM_OVERHEAD + FRAGMENT_OVERHEAD + len(it.chunk)
+    return size
 
 
 class ReliableCounters:
@@ -70,7 +93,10 @@ class ReliableLayer:
         now: float,
         drop: Drop,
         counters: ReliableCounters,
+        limiter: PeerLimiter | None = None,
     ) -> None:
+        """``limiter``: the per-peer nack and repair buckets, shared by the node's views
+        (``None``: this layer's own, from ``config.repair_limits``)."""
         cfg = config
         self.view_id = view_id
         self.node_id = node_id
@@ -85,6 +111,7 @@ class ReliableLayer:
         self._nacks = NackTimers(rng, nack_delay=cfg.nack_delay, nack_retry=cfg.nack_retry)
         self._repairs = RepairTimers(rng, repair_delay=cfg.repair_delay,
                                      holdoff=cfg.repair_holdoff)
+        self.limiter = limiter or PeerLimiter(cfg.repair_limits(len(members)))
         self.store: dict[int, dict[int, Vertex]] = {m: {} for m in members}
         self._gc_floor: dict[int, int] = dict.fromkeys(members, 0)
         self.seq = 0
@@ -163,8 +190,14 @@ class ReliableLayer:
         releaser.note_known(dg.sender, dg.hb_seq)
         if dg.acks:
             self.acks.report(dg.sender, dg.acks)
-        for node, first, last in dg.nacks:
-            self._on_nack(node, first, last, now)
+        if dg.nacks:
+            refused: dict[str, int] = {}
+            for node, first, last in dg.nacks:
+                reason = self._on_nack(dg.sender, node, first, last, now)
+                if reason is not None:
+                    refused[reason] = refused.get(reason, 0) + 1
+            for reason, n in refused.items():
+                self._drop(reason, f"{n} nack ranges from {dg.sender}")
         released: list[Vertex] = []
         if self.retired:
             return released
@@ -215,19 +248,50 @@ class ReliableLayer:
                 self._repairs.forget((node, seq))
             self._gc_floor[node] = stable
 
-    def _on_nack(self, node: int, first: int, last: int, now: float) -> None:
-        if node == self.node_id and not self.retired and first <= self.seq:
-            self.counters.own_losses += 1
-        if node != self.node_id and not self.retired:
-            first_missing = self.releaser.first_missing(node)
-            if first_missing is not None and first <= first_missing <= last:
-                self._nacks.heard_nack(node, now)
+    def _on_nack(self, peer: int, node: int, first: int, last: int,
+                 now: float) -> str | None:
+        """``peer`` misses ``node``'s vertices ``first..last``: schedule the repairs this
+        node can make, within ``peer``'s buckets. Returns why (part of) the range was
+        refused, or ``None``."""
+        limiter = self.limiter
+        if not limiter.allow_nack(peer, now):
+            return "nack_rate_limited"
+        own = node == self.node_id
+        if own and last > self.seq:
+            # no member can know of own vertices never sent: forged (or from a member with
+            # the key that lies), refused whole: no repair, no loss signal
+            return "nack_beyond_sent"
+        held = self.acks.held.get(peer, {}).get(node, 0)
+        if first <= held:
+            # the requester acknowledged these already, it cannot miss them: a stale nack
+            # (sent with the heartbeat that reports the repair) or a lie; not counted, as
+            # nacks of stable vertices are not
+            first = held + 1
+            if first > last:
+                return None
+        reason = None
+        if not self.retired:
+            if own:
+                self.counters.own_losses += 1
+            else:
+                first_missing = self.releaser.first_missing(node)
+                if first_missing is not None and first <= first_missing <= last:
+                    self._nacks.heard_nack(node, now)
+        low = max(first, self._gc_floor[node] + 1)
+        high = min(last, self.releaser.released[node])  # the store holds what was released
+        if high - low >= self.cfg.max_repair_per_nack:
+            high = low + self.cfg.max_repair_per_nack - 1
+            reason = "nack_range_truncated"
         store = self.store[node]
-        last = min(last, first + self.cfg.max_repair_per_nack - 1)
-        origin = node == self.node_id
-        for seq in range(max(first, self._gc_floor[node] + 1), last + 1):
-            if seq in store:
-                self._repairs.nacked((node, seq), now, origin=origin)
+        repairs = self._repairs
+        for seq in range(low, high + 1):
+            v = store.get(seq)
+            if v is None or not repairs.wants(v.id, now):
+                continue
+            if not limiter.allow_repair(peer, repair_size(v), now):
+                return "repair_rate_limited"
+            repairs.nacked(v.id, now, origin=own)
+        return reason
 
     # ------------------------------------------------------------------ send side
 

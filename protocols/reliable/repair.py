@@ -62,8 +62,12 @@ class RepairTimers:
         self.pending: dict[VertexId, float] = {}
         self._recent: dict[VertexId, float] = {}
 
+    def wants(self, vid: VertexId, now: float) -> bool:
+        """A nack of ``vid`` would schedule a retransmission (none pending, none recent)."""
+        return vid not in self.pending and now >= self._recent.get(vid, -1.0) + self._holdoff
+
     def nacked(self, vid: VertexId, now: float, *, origin: bool) -> None:
-        if vid in self.pending or now < self._recent.get(vid, -1.0) + self._holdoff:
+        if not self.wants(vid, now):
             return
         quarter = self._delay / 4
         low, high = (0.0, quarter) if origin else (quarter, self._delay)
