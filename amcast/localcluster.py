@@ -68,6 +68,12 @@ def _toml_key(key: str) -> str:
     return key if bare else json.dumps(key)
 
 
+def _peers(addresses: list[str], ports: list[int], me: int) -> dict[str, str]:
+    """``network.peers`` of node ``me``: every other node's ``host:port``."""
+    return {str(j): (f"[{a}]" if ":" in a else a) + f":{ports[j]}"
+            for j, a in enumerate(addresses) if j != me}
+
+
 def render_toml(tables: dict[str, dict[str, Any]]) -> str:
     out = []
     for name, table in tables.items():
@@ -120,6 +126,8 @@ class LocalCluster:
     nodes: list[NodeProcess] = field(default_factory=list)
     interfaces: list[str] = field(default_factory=list)
     """Per-node interface address (default: every node on 127.0.0.1 with TTL 0)."""
+    redundant_interfaces: list[str] = field(default_factory=list)
+    """Per-node address of a second link (``network.redundant``; with ``interfaces``)."""
     transport: str = "multicast"
     """``unicast``: every node listens on its own UDP port of 127.0.0.1 (or its
     interface) and sends each datagram to every other one's (``network.peers``)."""
@@ -198,8 +206,12 @@ class LocalCluster:
                            for j in members]
                 tables["network"].update(
                     transport="unicast", port=unicast_ports[i],
-                    peers={str(j): (f"[{address[j]}]" if ":" in address[j] else address[j])
-                                   + f":{unicast_ports[j]}" for j in members if j != i})
+                    peers=_peers(address, unicast_ports, i))
+            if self.redundant_interfaces:
+                second: dict[str, Any] = {"interface": self.redundant_interfaces[i]}
+                if unicast_ports:
+                    second["peers"] = _peers(self.redundant_interfaces, unicast_ports, i)
+                tables["network"]["redundant"] = second
             for section, values in self.extra.items():
                 tables.setdefault(section, {}).update(values)
             path = ndir / "amcastd.toml"

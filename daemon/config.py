@@ -72,6 +72,30 @@ class NodeSection(_Section):
         return self
 
 
+class RedundantLink(_Section):
+    """A second link (``network.redundant``): every datagram also goes this way."""
+
+    interface: str = Field(description="address of the second interface (same IP version)")
+    port: int | None = Field(None, ge=1, le=65535,
+                             description="its UDP port; unset: network.port")
+    peers: dict[int, str] = Field(
+        default_factory=dict,
+        description="unicast: node id -> 'host:port' of every other member on this link")
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, value: str) -> str:
+        ipaddress.ip_address(value)
+        return value
+
+    @field_validator("peers")
+    @classmethod
+    def _peers(cls, value: dict[int, str]) -> dict[int, str]:
+        for node, address in value.items():
+            split_host_port(address, f"redundant.peers.{node}")
+        return value
+
+
 class NetworkSection(_Section):
     transport: Literal["multicast", "unicast"] = Field(
         "multicast",
@@ -87,6 +111,9 @@ class NetworkSection(_Section):
     )
     resolve_interval_s: float = Field(
         5.0, gt=0, description="unicast: seconds between DNS lookups of peer host names")
+    redundant: RedundantLink | None = Field(
+        None, description="a second link (knet style): each datagram is sent on both, the "
+        "second copy is dropped on arrival; a cut link stalls nothing")
     group: str = "239.255.42.99"
     port: int = Field(42999, ge=1, le=65535)
     interface: str = "127.0.0.1"
@@ -116,6 +143,28 @@ class NetworkSection(_Section):
             raise ValueError(f"group {self.group} and interface {self.interface} are not of "
                              "one IP version (IPv6: an ff0x:: group and an IPv6 address)")
         return self
+
+    @model_validator(mode="after")
+    def _redundant(self) -> NetworkSection:
+        r = self.redundant
+        if r is None:
+            return self
+        if ipaddress.ip_address(r.interface).version != ipaddress.ip_address(
+                self.interface).version:
+            raise ValueError("redundant.interface must be of the IP version of interface")
+        if r.interface == self.interface and (r.port or self.port) == self.port:
+            raise ValueError("redundant must differ from the first link (interface or port)")
+        if self.transport == "unicast" and set(r.peers) != set(self.peers):
+            raise ValueError("redundant.peers must name the same members as peers")
+        return self
+
+    def second_link(self) -> NetworkSection | None:
+        """The ``redundant`` link as a network section of its own (``None``: none)."""
+        r = self.redundant
+        if r is None:
+            return None
+        return self.model_copy(update={"interface": r.interface, "port": r.port or self.port,
+                                       "peers": r.peers, "redundant": None})
 
     @property
     def ipv6(self) -> bool:

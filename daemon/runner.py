@@ -68,6 +68,7 @@ from amcast.daemon.metrics import (
     engine_stats,
 )
 from amcast.daemon.notify import Notifier
+from amcast.daemon.redundant import RedundantTransport
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
 from amcast.daemon.transport import MulticastTransport, open_transport
@@ -154,7 +155,7 @@ class Daemon:
         self.api = ApiServer(config.api, self)
         self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
         """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
-        self.transport: MulticastTransport | UnicastTransport | None = None
+        self.transport: MulticastTransport | UnicastTransport | RedundantTransport | None = None
         self.metrics = Metrics(self._scrape_snapshot)
         self.metrics_port: int | None = None
         self.dlog: DeliveryLog | None = None
@@ -302,7 +303,7 @@ class Daemon:
                      old=list(old.node.members), new=list(new.node.members))
             self.config = old.model_copy(update={"node": new.node})
             self._request_pump()
-        if (isinstance(self.transport, UnicastTransport)
+        if (isinstance(self.transport, UnicastTransport | RedundantTransport)
                 and new.network.peers != old.network.peers):
             self.transport.set_peers(new.network.peers)  # names: at the next lookup round
             log.info("peer addresses reloaded", node=self.node_id,
@@ -902,6 +903,7 @@ class Daemon:
             "engine": engine,
             "datagrams": self.datagrams_by_kind(),
             "group_membership": self.groups.status(),
+            **({"links": t.link_status()} if isinstance(t, RedundantTransport) else {}),
             "keys": (self.node.key_status() if hasattr(self.node, "key_status")
                      else {"sealed": self.node_config.keys() is not None}),
         }

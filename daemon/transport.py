@@ -39,10 +39,13 @@ from typing import TYPE_CHECKING
 from amcast.daemon.config import NetworkSection
 
 if TYPE_CHECKING:
+    from amcast.daemon.redundant import RedundantTransport
     from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import ConfigurationError
 
 MAX_DATAGRAM = 65535
+IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux values; not in every
+IPV6_MULTICAST_ALL = getattr(socket, "IPV6_MULTICAST_ALL", 29)  # Python's socket module
 
 
 class TransportSetupError(ConfigurationError):
@@ -185,6 +188,9 @@ class MulticastTransport:
             self._rx.close()
             raise
         self.own_address: tuple[str, int] = self._tx.getsockname()[:2]
+        self.own_addresses: set[tuple[str, int]] = {self.own_address}
+        """Send sockets of this daemon (two with a redundant link): their loopback copies
+        are skipped."""
         self.send_errors: Counter[str] = Counter()
         self.datagrams_sent = 0
         self.bytes_sent = 0
@@ -197,11 +203,20 @@ class MulticastTransport:
     def rcvbuf(self) -> int:
         return self._rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
+    def receive_only_joined(self) -> None:
+        """Get only the groups this socket joined, on its own interface (Linux
+        ``IP_MULTICAST_ALL`` off): two links' sockets on one port each get their own
+        link's copies."""
+        if self.net.ipv6:
+            self._rx.setsockopt(socket.IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0)
+        else:
+            self._rx.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
+
     def start(
         self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
     ) -> None:
         rx = self._rx
-        own = self.own_address
+        own = self.own_addresses
         batch = self._batch
 
         def readable() -> None:
@@ -216,7 +231,7 @@ class MulticastTransport:
                 except OSError as exc:  # e.g. ECONNREFUSED from an ICMP; never fatal
                     self._count_error(exc)
                     break
-                if addr[0] == own[0] and addr[1] == own[1]:  # IPv6: 4-tuples
+                if addr[:2] in own:  # IPv6 addresses are 4-tuples
                     continue
                 got.append(data)
                 nbytes += len(data)
@@ -266,8 +281,14 @@ class MulticastTransport:
 
 def open_transport(net: NetworkSection, node_id: int,
                    on_resolve_error: Callable[[int, str], None] | None = None
-                   ) -> MulticastTransport | UnicastTransport:
-    """The transport ``network.transport`` names (``unicast``: ``amcast.daemon.unicast``)."""
+                   ) -> MulticastTransport | UnicastTransport | RedundantTransport:
+    """The transport ``network.transport`` names (``unicast``: ``amcast.daemon.unicast``),
+    on two links with ``network.redundant`` (``amcast.daemon.redundant``)."""
+    second = net.second_link()
+    if second is not None:
+        from amcast.daemon.redundant import open_links
+
+        return open_links(net, second, node_id, on_resolve_error)
     if net.transport == "unicast":
         from amcast.daemon.unicast import UnicastTransport
 
