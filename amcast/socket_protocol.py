@@ -95,6 +95,13 @@ ERROR_CODES: dict[str, str] = {
     "too_many_clients": "max_clients clients are connected (fatal)",
     "slow_reader": "deliveries unread past the hard limit (fatal)",
     "hello_timeout": "no hello within api.hello_timeout_s of connecting (fatal)",
+    "frame_timeout": (
+        "a started frame was not completed within api.frame_timeout_s (fatal)"
+    ),
+    "forbidden": (
+        "the access policy ([access]) does not allow this client to join or send to a "
+        "group of the frame; nothing of it was done (not fatal)"
+    ),
     "shutting_down": "the daemon is stopping (fatal; not fatal for a send during shutdown)",
     "undelivered": (
         "at shutdown: messages first.. of send frame id were accepted but this daemon "
@@ -106,7 +113,7 @@ ERROR_CODES: dict[str, str] = {
 
 REFUSAL_CODES = (
     "message_too_large", "bad_field", "bad_service", "too_many_groups", "overloaded",
-    "shutting_down",
+    "shutting_down", "forbidden",
 )
 """Codes of an ``error`` frame refusing a ``send`` frame (none of its messages was sent)."""
 
@@ -147,6 +154,11 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         return len(self._buf)
+
+    @property
+    def partial(self) -> bool:
+        """A frame was started and is not complete (or an oversized one is being skipped)."""
+        return bool(self._buf) or self._skip > 0
 
     def feed(self, data: bytes) -> list[dict[str, Any] | FrameError]:
         out: list[dict[str, Any] | FrameError] = []

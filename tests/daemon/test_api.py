@@ -6,6 +6,7 @@ import asyncio
 import grp
 import json
 import os
+import pwd
 import stat
 import urllib.request
 from pathlib import Path
@@ -13,10 +14,11 @@ from typing import Any
 
 import msgpack
 import pytest
+from amcast.daemon.config import AccessSection
 from amcast.protocols.errors import ClientError, ConfigurationError
 from daemon_helpers import Raw
 
-from amcast.client import Client, DeliveredBatch
+from amcast.client import Client, DeliveredBatch, MessagesRefused
 from amcast.socket_protocol import PREFIX
 from amcast.socket_protocol import encode_frame as encode
 from tests.steady import STEADY
@@ -306,3 +308,67 @@ async def test_connections_that_never_say_hello_time_out_and_free_their_slots(
     assert (await honest.next())["t"] == "status"
     greeted.write(encode({"t": "status", "id": 2}))  # well past the timeout: still served
     assert (await greeted.next())["t"] == "status"
+
+
+async def _metrics_text(port: int) -> str:
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    )
+    return body.decode()
+
+
+async def test_access_rules_decide_join_and_send_by_the_clients_own_uid_user_and_group(
+    make_cluster: Any,
+) -> None:
+    """Issue 14 item 4: rules that name this test's own uid, user and group admit it;
+    rules that name someone else refuse it with ``forbidden`` (whole frame, not fatal),
+    counted per request, and ``status`` lists the client's identity."""
+    uid, gid = os.getuid(), os.getgid()
+    user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_name
+    rules = [
+        {"groups": "mine.*", "join": [f"uid:{uid}"], "send": [f"user:{user}"]},
+        {"groups": "ours", "join": [f"group:{group}"], "send": [f"gid:{gid}"]},
+        {"groups": "theirs.*", "join": [f"uid:{uid + 1}"], "send": ["group:no-such-amcast-grp"]},
+    ]
+    c = await make_cluster(1, access={"default": "deny", "rules": rules})
+    d = c.daemons[0]
+    cl = await Client.connect(c.socket(0), name="me")
+    assert await cl.join("mine.a", "ours") == ["mine.a", "ours"]
+    with pytest.raises(ClientError) as err:
+        await cl.join("mine.b", "theirs.a")  # refused whole: not even mine.b
+    assert err.value.code == "forbidden" and "theirs.a" in err.value.detail
+    assert f"uid {uid}" in err.value.detail
+    with pytest.raises(ClientError, match="forbidden"):
+        await cl.join("elsewhere")  # no rule: the default (deny)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "send", "id": 5, "groups": ["mine.a", "theirs.a"], "payloads": [b"no"]})
+    raw.send({"t": "send", "id": 6, "groups": ["ours"], "payloads": [b"x"] * 3})
+    got = await raw.sync(-1)
+    assert len(got) == 1 and (got[0]["code"], got[0]["id"], got[0]["fatal"]) == (
+        "forbidden", 5, False)
+    assert "theirs.a" in got[0]["detail"] and "mine.a" not in got[0]["detail"]
+    raw.send({"t": "send", "id": 7, "groups": ["mine.a"], "payloads": [b"yes"]})
+    assert await raw.sync(-2) == []  # the connection goes on after forbidden
+    payloads = [d.payload async for d in _take(cl, 4)]
+    assert payloads == [b"x", b"x", b"x", b"yes"]  # nothing of frame 5
+    st = await cl.status()
+    me = next(x for x in st["clients"] if x["name"] == "me")
+    assert (me["uid"], me["user"], me["gid"], me["group"], me["pid"]) == (
+        uid, user, gid, group, os.getpid())
+    assert st["counters"]["requests_denied"] == {"join": 2, "send": 1}
+    assert st["counters"]["client_errors"]["forbidden"] == 3
+    text = await _metrics_text(d.metrics_port)
+    assert 'amcast_client_requests_denied_total{request="join"} 2.0' in text
+    assert 'amcast_client_requests_denied_total{request="send"} 1.0' in text
+    # SIGHUP's reload: [access] applies to the next requests, without a restart
+    d._reload = lambda: d.config.model_copy(update={"access": AccessSection(rules=[
+        {"groups": "theirs.*", "join": [f"user:{user}"], "send": []}])})
+    d.reload()
+    assert await cl.join("theirs.a") == ["mine.a", "ours", "theirs.a"]
+    assert await cl.join("elsewhere") == ["elsewhere", "mine.a", "ours", "theirs.a"]
+    cl.send(b"z", "theirs.a")  # send = []: nobody
+    with pytest.raises(MessagesRefused) as refused:
+        await cl.sync()
+    assert refused.value.code == "forbidden" and refused.value.messages == [0]
+    assert d.counters.requests_denied["send"] == 2
+    await cl.close()
