@@ -372,3 +372,96 @@ async def test_access_rules_decide_join_and_send_by_the_clients_own_uid_user_and
     assert refused.value.code == "forbidden" and refused.value.messages == [0]
     assert d.counters.requests_denied["send"] == 2
     await cl.close()
+
+
+async def test_half_written_frames_time_out_and_free_their_slots(make_cluster: Any) -> None:
+    """Issue 14 item 7: a length prefix then silence, part of a body then silence, or an
+    oversized frame's prefix then silence held a connection slot (and up to one frame of
+    memory) for ever. Now each gets ``frame_timeout`` after ``api.frame_timeout_s`` (on
+    the daemon's 1 s tick), counted as a disconnect reason; a client that keeps
+    completing frames is not timed out."""
+    c = await make_cluster(1, api={"max_clients": 4, "frame_timeout_s": 0.3,
+                                   "max_message_bytes": 1024})
+    d = c.daemons[0]
+    whole = encode({"t": "send", "id": 1, "groups": ["g"], "payloads": [b"p" * 500]})
+    prefix_only = await Raw.open(c.socket(0))
+    prefix_only.write(whole[:4])
+    half_body = await Raw.open(c.socket(0))
+    half_body.write(whole[: len(whole) // 2])
+    oversized = await Raw.open(c.socket(0))
+    oversized.write(PREFIX.pack(1 << 20) + b"z" * 1000)  # skipped, never complete
+    assert (await oversized.next())["code"] == "frame_too_large"
+    honest = await Raw.open(c.socket(0))
+    for raw in (prefix_only, half_body, oversized):
+        err = await raw.next(timeout=10)
+        assert (err["t"], err["code"], err["fatal"]) == ("error", "frame_timeout", True)
+        assert "api.frame_timeout_s" in err["detail"]
+        assert await raw.closed()
+    assert d.counters.clients_disconnected["frame_timeout"] == 3
+    assert await honest.sync(1) == []  # served throughout, never timed out
+    late = [await Raw.open(c.socket(0)) for _ in range(3)]  # the three slots are free again
+    for raw in late:
+        assert await raw.sync(2) == []
+
+
+async def test_a_half_closed_client_frees_its_slot_at_once(make_cluster: Any) -> None:
+    """A client that shuts down its sending side (shutdown(SHUT_WR)) and reads nothing
+    used to keep its slot as long as deliveries were queued to it. Now it has left when
+    the daemon reads the EOF: its slot is free at once and what is queued to it is
+    dropped after ``close_grace_s``."""
+    c = await make_cluster(1, api={"max_clients": 3, "close_grace_s": 0.3,
+                                   "slow_reader_timeout_s": 60.0})
+    d = c.daemons[0]
+    quitter = await Raw.open(c.socket(0))
+    quitter.send({"t": "join", "groups": ["g"], "id": -1})
+    assert (await quitter.next())["t"] == "groups"
+    qid = max(d.api.clients)
+    sender = await Client.connect(c.socket(0))
+    await sender.join("g")
+    for i in range(40):  # 2.4 MB the quitter never reads: most of it queued in the daemon
+        sender.send(str(i).encode().ljust(60_000, b"."), "g")
+    _ = [x async for x in _take(sender, 40)]  # delivered, so written to the quitter too
+    assert d.api.clients[qid].queued_bytes > 0
+    gone = asyncio.Event()
+    forget = d.api.forget
+
+    def spy(conn: Any) -> None:
+        forget(conn)
+        if conn.id == qid:
+            gone.set()
+
+    d.api.forget = spy  # type: ignore[method-assign]
+    quitter.writer.write_eof()
+    await asyncio.wait_for(gone.wait(), 10)
+    assert qid not in d.api.clients
+    honest = await Raw.open(c.socket(0))  # the third slot
+    assert await honest.sync(1) == []
+    await d.api.wait_closed(10)  # its queue went with it after close_grace_s
+    assert not d.api.closing
+    await sender.close()
+
+
+async def test_fifty_connections_are_served_and_the_next_one_past_max_clients_is_refused(
+    make_cluster: Any,
+) -> None:
+    """Many greeted, idle connections cost a slot each and nothing else: a sender and a
+    receiver among them keep being served, the one past ``max_clients`` is refused."""
+    c = await make_cluster(1, api={"max_clients": 52})
+    idle = [await Raw.open(c.socket(0)) for _ in range(50)]
+    receiver = await Client.connect(c.socket(0))
+    await receiver.join("g")
+    sender = await Client.connect(c.socket(0))
+    refused = await Raw.open(c.socket(0), hello=False)
+    err = await refused.next()
+    assert (err["code"], err["fatal"]) == ("too_many_clients", True)
+    for i in range(20):
+        sender.send(f"m{i}".encode(), "g")
+    got = [d.payload async for d in _take(receiver, 20)]
+    assert got == [f"m{i}".encode() for i in range(20)]
+    st = await sender.status()
+    assert len(st["clients"]) == 52
+    assert st["counters"]["clients_disconnected"]["too_many_clients"] == 1
+    for raw in idle[:5]:
+        assert await raw.sync(3) == []
+    for cl in (receiver, sender):
+        await cl.close()
