@@ -488,6 +488,13 @@ _REFUSED = {
 }
 
 
+def listen_backlog(max_clients: int) -> int:
+    """Connections the kernel queues before the daemon accepts them: room for a burst
+    of ``max_clients`` (a unix socket's connect fails with EAGAIN past it), at least
+    asyncio's 100, at most ``SOMAXCONN``."""
+    return max(100, min(max_clients, socket.SOMAXCONN))
+
+
 FD_MARGIN = 64
 """Descriptors the daemon needs besides its clients (sockets, logs, metrics, pidfds)."""
 
@@ -612,7 +619,8 @@ class ApiServer:
         loop = asyncio.get_running_loop()
         old_umask = os.umask(0o177)  # never world-accessible, not even for a moment
         try:
-            self._server = await loop.create_unix_server(self._new_connection, path)
+            self._server = await loop.create_unix_server(
+                self._new_connection, path, backlog=listen_backlog(self.config.max_clients))
         finally:
             os.umask(old_umask)
         st = os.stat(path)
