@@ -49,8 +49,11 @@ prefix or part of its body read) must be complete within ``api.frame_timeout_s``
 last complete frame or of its first byte (time while the daemon is not reading the
 client does not count), or the client gets ``frame_timeout`` and is disconnected
 (``ApiServer.check_frames``, on the daemon's 1 s tick); the frame decoder never buffers
-more than one largest frame; a client that half-closes (EOF) gives its slot back at once
-and what is still queued to it is dropped after ``close_grace_s`` if it does not read it.
+more than one largest frame plus one read; a client whose answers pile up unread (above
+``client_queue_high_bytes``) has its next frames wait, undecoded, until it reads
+(``_handle``: requests cannot make the daemon queue answers without bound); a client
+that half-closes (EOF) gives its slot back at once and what is still queued to it is
+dropped after ``close_grace_s`` if it does not read it.
 
 Every frame is handled in arrival order, so ``sync`` is answered ``synced`` right away:
 any error about an earlier frame of the connection was written before. An exception
@@ -146,6 +149,8 @@ class ClientConnection(asyncio.Protocol):
         """``time.monotonic()`` since which a started frame is incomplete (``None``: the
         decoder holds no partial frame)."""
         self._denial_logged_at = -math.inf
+        self._behind = False
+        """What is queued to the client is above the high-water mark (``pause_writing``)."""
         self._denials_unlogged = 0
 
     # ---- asyncio callbacks -------------------------------------------------------
@@ -180,17 +185,29 @@ class ClientConnection(asyncio.Protocol):
         if self.closed:
             return  # closing: what the client still sends is discarded
         decoder = self._decoder
-        items = decoder.feed(data)
+        decoder.push(data)
+        progressed = self._handle()
         # a frame left incomplete started in this read if one completed here, else it is
-        # the one already pending (check_frames times it out)
+        # the one already pending (check_frames times it out while the daemon reads)
         if decoder.partial:
-            if items or self.frame_since is None:
+            if progressed or self.frame_since is None:
                 self.frame_since = time.monotonic()
         else:
             self.frame_since = None
-        for item in items:
-            if self.closed:
-                return
+
+    def _handle(self) -> bool:
+        """Handle the complete frames read, in order, while the client reads its answers:
+        once what is queued to it passes the high-water mark (``pause_writing``) the rest
+        stay undecoded in the decoder until it has read (``resume_writing``); one read of
+        small requests (``status``, bad frames) would otherwise queue answers thousands
+        of times its size to a client that reads none of them. Whether any was handled."""
+        pop = self._decoder.pop
+        handled = False
+        while not self.closed and not self._behind:
+            item = pop()
+            if item is None:
+                break
+            handled = True
             if isinstance(item, sp.FrameError):
                 self.fail(item.code, item.detail)
                 continue
@@ -203,10 +220,12 @@ class ClientConnection(asyncio.Protocol):
                 self.fail("internal_error", f"the daemon failed to handle this "
                           f"{item.get('t')!r} frame; it was not processed",
                           ref=ref if isinstance(ref, int) else None)
+        return handled
 
     def eof_received(self) -> bool | None:
         if not self.closed:
-            truncated = self._decoder.truncated()
+            # frames still undecoded because the client did not read its answers go with it
+            truncated = None if self._behind else self._decoder.truncated()
             if truncated is not None:
                 self.fail(truncated.code, truncated.detail, fatal=True)
                 return False
@@ -229,12 +248,17 @@ class ClientConnection(asyncio.Protocol):
         self.server.closed(self)
 
     def pause_writing(self) -> None:  # unread deliveries above the high-water mark
+        self._behind = True
         self._pause("slow_reader")
         self.server.reader_behind(self, True)
 
     def resume_writing(self) -> None:  # below the low-water mark again
-        self._resume("slow_reader")
-        self.server.reader_behind(self, False)
+        self._behind = False
+        if not self.closed and self._decoder.buffered:
+            self._handle()  # the frames that waited; may pause again before the end
+        if not self._behind:
+            self._resume("slow_reader")
+            self.server.reader_behind(self, False)
 
     # ---- flow control --------------------------------------------------------------
     def _pause(self, why: str) -> None:

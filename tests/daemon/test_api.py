@@ -465,3 +465,34 @@ async def test_fifty_connections_are_served_and_the_next_one_past_max_clients_is
         assert await raw.sync(3) == []
     for cl in (receiver, sender):
         await cl.close()
+
+
+async def test_requests_wait_while_their_answers_are_unread(make_cluster: Any) -> None:
+    """One read of small requests (here 3,000 ``status`` frames in one write) used to
+    queue every answer at once, thousands of times the request's size, to a client that
+    reads none of them. Now the daemon stops handling a client's frames once what is
+    queued to it passes ``client_queue_high_bytes`` (the rest wait undecoded) and goes
+    on, in order, as it reads."""
+    high = 65536
+    c = await make_cluster(1, api={"client_queue_high_bytes": high,
+                                   "client_queue_max_bytes": 4 << 20,
+                                   "slow_reader_timeout_s": 30.0})
+    d = c.daemons[0]
+    raw = await Raw.open(c.socket(0))
+    cid = max(d.api.clients)
+    n = 3000
+    raw.write(b"".join(encode({"t": "status", "id": i}) for i in range(n)))
+    await raw.writer.drain()
+    probe = await Client.connect(c.socket(0))  # a round trip: the daemon read the burst
+    st = await probe.status()
+    conn = d.api.clients[cid]
+    reply = len(encode({**st, "t": "status", "id": 0}))
+    assert conn._behind and conn._decoder.buffered > 0, "the burst was handled whole"
+    assert conn.queued_bytes <= high + 2 * reply  # not n * reply
+    assert conn._decoder.buffered < n * 20  # what waits stays undecoded: the request bytes
+    assert n * reply > 20 * high  # what it would have been
+    ids = [(await raw.next())["id"] for _ in range(n)]  # reading lets it go on
+    assert ids == list(range(n))
+    assert not conn._behind and conn._decoder.buffered == 0
+    assert await raw.sync(-1) == []
+    await probe.close()
