@@ -12,6 +12,10 @@ cut off within a phase. Then phases run in turn, each on node 0:
 - ``never-read``: ``--readers`` clients join the honest group and never read a byte (the
   daemon holds its releases while they are behind, then disconnects them as
   ``slow_reader`` after the timeout);
+- ``unread-answers``: ``--readers`` clients each write 200 KB of ``status`` requests in
+  one go and never read the answers (about 10,000 requests each, whose answers list every
+  client; the daemon handles a client's frames only while it reads what they produced,
+  then disconnects it as ``slow_reader``);
 - ``oversized``: ``--flooders`` threads write frames announcing 2 x ``max_frame_bytes``
   as fast as the socket takes them, never reading the ``frame_too_large`` answers (the
   daemon skips the bodies without buffering them);
@@ -65,7 +69,15 @@ HELP = (
     "the socket API (1,000 connections, never reading, oversized and half-written "
     "frames, half-closed connections)"
 )
-PHASES = ("baseline", "connections", "never-read", "oversized", "half-written", "half-closed")
+PHASES = (
+    "baseline",
+    "connections",
+    "never-read",
+    "unread-answers",
+    "oversized",
+    "half-written",
+    "half-closed",
+)
 HONEST_GROUP = "honest"
 RSS_PERIOD_S = 0.02
 SETTLE_S = 15.0
@@ -387,6 +399,27 @@ class NeverRead(Abuse):
         self.opened = len(self.socks)
 
 
+class UnreadAnswers(Abuse):
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.description = (
+            f"{self.args.readers} clients write {len(STATUS_BURST) // 1000} KB of status "
+            "requests each and never read the answers"
+        )
+
+    def start(self) -> None:
+        self.socks = _open(self.path, self.args.readers, HELLO)
+        for s in self.socks:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            with contextlib.suppress(OSError):  # the socket buffer takes most of it
+                s.setblocking(False)
+                s.send(STATUS_BURST)
+        self.opened = len(self.socks)
+
+
+STATUS_BURST = b"".join(sp.encode_frame({"t": "status", "id": i}) for i in range(10_000))
+
+
 class Oversized(Abuse):
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
@@ -477,6 +510,7 @@ ABUSES: dict[str, Callable[..., Abuse]] = {
     "baseline": Abuse,
     "connections": IdleConnections,
     "never-read": NeverRead,
+    "unread-answers": UnreadAnswers,
     "oversized": Oversized,
     "half-written": HalfWritten,
     "half-closed": HalfClosed,

@@ -71,6 +71,7 @@ def test_every_abuse_is_handled_and_the_honest_client_is_served(report: dict) ->
     assert phases["connections"]["opened"] == 30
     assert phases["connections"]["disconnected"] == {}  # greeted idle clients are kept
     assert phases["never-read"]["disconnected"] == {"slow_reader": 3}
+    assert phases["unread-answers"]["disconnected"] == {"slow_reader": 3}
     assert phases["oversized"]["errors"].get("frame_too_large", 0) >= 1
     # a flooder that does not read its frame_too_large answers is cut off as a slow
     # reader; one starved of CPU (2 shared cores) for the 1 s frame_timeout_s, for that
