@@ -211,7 +211,8 @@ class FrameDecoder:
             if end:
                 buf.clear()
             self._pos = 0
-        elif start > COMPACT_BYTES and 2 * start > end:
+        elif (item is None and start) or (start > COMPACT_BYTES and 2 * start > end):
+            # waiting for more (keep only the partial frame), or much already decoded
             del buf[:start]
             self._pos = 0
         else:

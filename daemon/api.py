@@ -148,9 +148,10 @@ class ClientConnection(asyncio.Protocol):
         self.frame_since: float | None = None
         """``time.monotonic()`` since which a started frame is incomplete (``None``: the
         decoder holds no partial frame)."""
-        self._denial_logged_at = -math.inf
         self._behind = False
-        """What is queued to the client is above the high-water mark (``pause_writing``)."""
+        """What is queued to the client is above the high-water mark (``pause_writing``):
+        its next frames wait (``_handle``)."""
+        self._denial_logged_at = -math.inf
         self._denials_unlogged = 0
 
     # ---- asyncio callbacks -------------------------------------------------------
