@@ -1,10 +1,13 @@
 """``api.frame_timeout_s`` on one ``ClientConnection`` driven by hand (a fake transport and
 a fake clock): a frame must complete within the timeout of its first byte or of the last
 complete frame; a client that keeps completing frames is never cut off, however its
-reads split them; time while the daemon does not read the client does not count."""
+reads split them; time while the daemon does not read the client does not count. And
+the descriptor limit and listen backlog sized for ``max_clients``."""
 
 from __future__ import annotations
 
+import resource
+import socket
 from typing import Any
 
 import pytest
@@ -158,3 +161,19 @@ async def test_time_while_the_daemon_does_not_read_does_not_count(conn: Any) -> 
     assert not c.closed
     server.check_frames(100.0 + TIMEOUT + 0.01)
     assert c.closed and codes(transport) == ["frame_timeout"]
+
+
+def test_the_fd_limit_is_raised_for_max_clients_up_to_the_hard_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        got = api_module.ensure_fd_limit(1000)
+        want = 1000 + api_module.FD_MARGIN
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        assert got == want == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert api_module.ensure_fd_limit(10) == want  # never lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert api_module.listen_backlog(1000) == min(1000, socket.SOMAXCONN)
+    assert api_module.listen_backlog(5) == 100
