@@ -8,8 +8,9 @@ An ordinary failure prints one line (``amcast: error: ...``, what happened and w
 do) and exits with a documented status, never a traceback:
 
   0  success
-  1  the request failed: messages refused, daemon unhealthy, no cluster in --dir or
-     one already running there, a file that cannot be written
+  1  the request failed: messages refused, a join forbidden by amcastd's access rules,
+     daemon unhealthy, no cluster in --dir or one already running there, a file that
+     cannot be written
   2  usage or configuration error, or amcastd could not be reached / the connection
      to it was lost
   3  timed out: amcastd did not confirm or deliver in time (a stalled cluster?)
@@ -31,7 +32,7 @@ from amcast import __version__, commands
 from amcast.client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
 from amcast.commands._common import CommandFailed
 from amcast.localcluster import ClusterStateError
-from amcast.protocols.errors import AmcastError
+from amcast.protocols.errors import AmcastError, ClientError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -66,6 +67,8 @@ def exit_status(exc: AmcastError) -> int:
         return EXIT_TIMEOUT if exc.code == "timeout" else EXIT_UNREACHABLE
     if isinstance(exc, MessagesRefused | CommandFailed | ClusterStateError):
         return EXIT_FAILED
+    if isinstance(exc, ClientError) and exc.code == "forbidden":
+        return EXIT_FAILED  # a join the daemon's [access] rules refuse (amcast listen)
     return EXIT_USAGE  # Unreachable, ConfigurationError and other AmcastErrors
 
 

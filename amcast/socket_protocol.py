@@ -95,6 +95,13 @@ ERROR_CODES: dict[str, str] = {
     "too_many_clients": "max_clients clients are connected (fatal)",
     "slow_reader": "deliveries unread past the hard limit (fatal)",
     "hello_timeout": "no hello within api.hello_timeout_s of connecting (fatal)",
+    "frame_timeout": (
+        "a started frame was not completed within api.frame_timeout_s (fatal)"
+    ),
+    "forbidden": (
+        "the access policy ([access]) does not allow this client to join or send to a "
+        "group of the frame; nothing of it was done (not fatal)"
+    ),
     "shutting_down": "the daemon is stopping (fatal; not fatal for a send during shutdown)",
     "undelivered": (
         "at shutdown: messages first.. of send frame id were accepted but this daemon "
@@ -106,7 +113,7 @@ ERROR_CODES: dict[str, str] = {
 
 REFUSAL_CODES = (
     "message_too_large", "bad_field", "bad_service", "too_many_groups", "overloaded",
-    "shutting_down",
+    "shutting_down", "forbidden",
 )
 """Codes of an ``error`` frame refusing a ``send`` frame (none of its messages was sent)."""
 
@@ -135,60 +142,93 @@ def encode_frame_body(body: bytes) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental, bounded decoder of a frame stream (see the module docstring)."""
+    """Incremental, bounded decoder of a frame stream (see the module docstring).
 
-    __slots__ = ("_buf", "_max", "_skip")
+    ``feed(data)`` returns every complete item. A reader that may stop between frames
+    (the daemon stops handling a client's frames while the client does not read its
+    answers) uses ``push(data)`` then ``pop()`` one item at a time: what it has not
+    popped stays *undecoded* in the buffer (at most what was pushed, never more than
+    that plus one frame), not as decoded objects many times its size."""
+
+    __slots__ = ("_buf", "_max", "_pos", "_skip")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buf = bytearray()
         self._max = max_frame_bytes
         self._skip = 0
+        self._pos = 0  # bytes of _buf already decoded
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        """Bytes held and not decoded yet (complete frames not popped, a partial one)."""
+        return len(self._buf) - self._pos
+
+    @property
+    def partial(self) -> bool:
+        """Bytes of a frame are held (or an oversized one is being skipped)."""
+        return len(self._buf) > self._pos or self._skip > 0
 
     def feed(self, data: bytes) -> list[dict[str, Any] | FrameError]:
+        self.push(data)
         out: list[dict[str, Any] | FrameError] = []
+        pop = self.pop
+        while (item := pop()) is not None:
+            out.append(item)
+        return out
+
+    def push(self, data: bytes) -> None:
+        """Take bytes from the stream (the rest of a skipped oversized frame is dropped)."""
         if self._skip:
             if len(data) <= self._skip:
                 self._skip -= len(data)
-                return out
+                return
             data = data[self._skip :]
             self._skip = 0
+        self._buf += data
+
+    def pop(self) -> dict[str, Any] | FrameError | None:
+        """The next complete item, or ``None`` until more bytes are pushed."""
         buf = self._buf
-        buf += data
-        start = 0
+        start = self._pos
         end = len(buf)
-        while end - start >= 4:
+        item: dict[str, Any] | FrameError | None = None
+        if end - start >= 4:
             (size,) = PREFIX.unpack_from(buf, start)
             if size > self._max:
-                out.append(
-                    FrameError("frame_too_large", f"{size} bytes > max_frame_bytes {self._max}")
-                )
+                item = FrameError("frame_too_large", f"{size} bytes > max_frame_bytes {self._max}")
                 start += 4
                 available = end - start
                 if available >= size:
                     start += size
-                    continue
-                self._skip = size - available
-                start = end
-                break
-            if end - start - 4 < size:
-                break
-            body = bytes(buf[start + 4 : start + 4 + size])
-            start += 4 + size
-            out.append(decode_frame_body(body))
-        if start:
+                else:
+                    self._skip = size - available
+                    start = end
+            elif end - start - 4 >= size:
+                body = bytes(buf[start + 4 : start + 4 + size])
+                start += 4 + size
+                item = decode_frame_body(body)
+        if start == end:
+            if end:
+                buf.clear()
+            self._pos = 0
+        elif (item is None and start) or (start > COMPACT_BYTES and 2 * start > end):
+            # waiting for more (keep only the partial frame), or much already decoded
             del buf[:start]
-        return out
+            self._pos = 0
+        else:
+            self._pos = start
+        return item
 
     def truncated(self) -> FrameError | None:
         """What to report when the peer closed: a partial frame, or ``None``."""
-        if self._buf or self._skip:
-            pending = len(self._buf) + self._skip
+        if self.partial:
+            pending = self.buffered + self._skip
             return FrameError("truncated_frame", f"stream ended inside a frame ({pending} bytes)")
         return None
+
+
+COMPACT_BYTES = 1 << 16
+"""``FrameDecoder.pop`` drops decoded bytes from its buffer's front past this."""
 
 
 def decode_frame_body(body: bytes) -> dict[str, Any] | FrameError:

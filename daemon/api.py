@@ -36,6 +36,25 @@ which answers ``groups`` once the change took effect in the total order and keep
 routing index ``members_of`` (``amcast.daemon.groups``); ``ClientConnection.groups`` is
 what the client asked for (the ``max_groups`` check).
 
+Access control (``amcast.daemon.access``): at connect the daemon reads the client's uid,
+gid and pid (``SO_PEERCRED``) and resolves its names; a ``join`` or ``send`` naming a
+group the ``[access]`` policy denies it is refused whole with ``forbidden`` (counted in
+``amcast_client_requests_denied_total{request}``, logged at most once a second per
+connection with the number of denials not logged), and the connection goes on.
+``ApiServer.access`` is replaced on reload; groups already joined are kept.
+
+Bounds on what a client can hold (resource abuse): a connection without ``hello`` gets
+``hello_timeout`` after ``api.hello_timeout_s``; a frame that was started (its length
+prefix or part of its body read) must be complete within ``api.frame_timeout_s`` of the
+last complete frame or of its first byte (time while the daemon is not reading the
+client does not count), or the client gets ``frame_timeout`` and is disconnected
+(``ApiServer.check_frames``, on the daemon's 1 s tick); the frame decoder never buffers
+more than one largest frame plus one read; a client whose answers pile up unread (above
+``client_queue_high_bytes``) has its next frames wait, undecoded, until it reads
+(``_handle``: requests cannot make the daemon queue answers without bound); a client
+that half-closes (EOF) gives its slot back at once and what is still queued to it is
+dropped after ``close_grace_s`` if it does not read it.
+
 Every frame is handled in arrival order, so ``sync`` is answered ``synced`` right away:
 any error about an earlier frame of the connection was written before. An exception
 while handling a frame is answered ``internal_error`` (counted, logged) and the
@@ -53,7 +72,9 @@ import asyncio
 import contextlib
 import errno
 import grp
+import math
 import os
+import resource
 import socket
 import stat
 import time
@@ -62,6 +83,7 @@ from typing import Any, Protocol, cast
 
 import msgpack
 import structlog
+from amcast.daemon.access import AccessPolicy, PeerIdentity, Request, peer_identity
 from amcast.daemon.config import ApiSection
 from amcast.protocols.errors import ConfigurationError
 
@@ -91,6 +113,10 @@ class Backend(Protocol):
 
     def count_disconnect(self, reason: str) -> None: ...
 
+    def count_denied(self, request: str) -> None:
+        """A ``join`` or ``send`` the access policy refused (``forbidden``)."""
+        ...
+
     def forget_client(self, client_id: int) -> None: ...
 
     def flow_hold(self, on: bool) -> None:
@@ -117,6 +143,16 @@ class ClientConnection(asyncio.Protocol):
         self.closed = False
         self._decoder = sp.FrameDecoder(server.config.max_frame_bytes)
         self._paused_by: set[str] = set()
+        self.peer: PeerIdentity | None = None
+        """Who connected (``SO_PEERCRED``); ``None`` where the socket tells nothing."""
+        self.frame_since: float | None = None
+        """``time.monotonic()`` since which a started frame is incomplete (``None``: the
+        decoder holds no partial frame)."""
+        self._behind = False
+        """What is queued to the client is above the high-water mark (``pause_writing``):
+        its next frames wait (``_handle``)."""
+        self._denial_logged_at = -math.inf
+        self._denials_unlogged = 0
 
     # ---- asyncio callbacks -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -127,6 +163,7 @@ class ClientConnection(asyncio.Protocol):
             self.fail("too_many_clients", f"max_clients = {cfg.max_clients}", fatal=True)
             return
         self.server.clients[self.id] = self
+        self.peer = peer_identity(transport.get_extra_info("socket"))
         if self.server.sends_paused:
             self._pause("window")
         # a connection that never says hello would hold one of max_clients for ever
@@ -148,9 +185,30 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return  # closing: what the client still sends is discarded
-        for item in self._decoder.feed(data):
-            if self.closed:
-                return
+        decoder = self._decoder
+        decoder.push(data)
+        progressed = self._handle()
+        # a frame left incomplete started in this read if one completed here, else it is
+        # the one already pending (check_frames times it out while the daemon reads)
+        if decoder.partial:
+            if progressed or self.frame_since is None:
+                self.frame_since = time.monotonic()
+        else:
+            self.frame_since = None
+
+    def _handle(self) -> bool:
+        """Handle the complete frames read, in order, while the client reads its answers:
+        once what is queued to it passes the high-water mark (``pause_writing``) the rest
+        stay undecoded in the decoder until it has read (``resume_writing``); one read of
+        small requests (``status``, bad frames) would otherwise queue answers thousands
+        of times its size to a client that reads none of them. Whether any was handled."""
+        pop = self._decoder.pop
+        handled = False
+        while not self.closed and not self._behind:
+            item = pop()
+            if item is None:
+                break
+            handled = True
             if isinstance(item, sp.FrameError):
                 self.fail(item.code, item.detail)
                 continue
@@ -163,12 +221,25 @@ class ClientConnection(asyncio.Protocol):
                 self.fail("internal_error", f"the daemon failed to handle this "
                           f"{item.get('t')!r} frame; it was not processed",
                           ref=ref if isinstance(ref, int) else None)
+        return handled
 
     def eof_received(self) -> bool | None:
         if not self.closed:
-            truncated = self._decoder.truncated()
+            # frames still undecoded because the client did not read its answers go with it
+            truncated = None if self._behind else self._decoder.truncated()
             if truncated is not None:
                 self.fail(truncated.code, truncated.detail, fatal=True)
+                return False
+            # the client sends nothing more: its slot is free now, and what is still queued
+            # to it must not stay pinned by one that never reads (abort after the grace)
+            self.closed = True
+            self.frame_since = None
+            self.server.forget(self)
+            self.server.closing.add(self)
+            transport = self.transport
+            if transport is not None:
+                asyncio.get_running_loop().call_later(self.server.config.close_grace_s,
+                                                      transport.abort)
         return False  # close our side once our writes are flushed
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -178,12 +249,17 @@ class ClientConnection(asyncio.Protocol):
         self.server.closed(self)
 
     def pause_writing(self) -> None:  # unread deliveries above the high-water mark
+        self._behind = True
         self._pause("slow_reader")
         self.server.reader_behind(self, True)
 
     def resume_writing(self) -> None:  # below the low-water mark again
-        self._resume("slow_reader")
-        self.server.reader_behind(self, False)
+        self._behind = False
+        if not self.closed and self._decoder.buffered:
+            self._handle()  # the frames that waited; may pause again before the end
+        if not self._behind:
+            self._resume("slow_reader")
+            self.server.reader_behind(self, False)
 
     # ---- flow control --------------------------------------------------------------
     def _pause(self, why: str) -> None:
@@ -195,6 +271,18 @@ class ClientConnection(asyncio.Protocol):
         self._paused_by.discard(why)
         if not self._paused_by and self.transport is not None and not self.closed:
             self.transport.resume_reading()
+            if self.frame_since is not None:  # the pause does not count against the client
+                self.frame_since = time.monotonic()
+
+    @property
+    def partial_bytes(self) -> int:
+        """Bytes of an incomplete frame held (0 while skipping an oversized one)."""
+        return self._decoder.buffered
+
+    @property
+    def reading(self) -> bool:
+        """The daemon reads this client now (no flow-control pause)."""
+        return not self._paused_by
 
     @property
     def queued_bytes(self) -> int:
@@ -304,9 +392,45 @@ class ClientConnection(asyncio.Protocol):
             return None
         return groups
 
+    def _permitted(self, request: Request, groups: list[str], ref: Any) -> bool:
+        """Whether the access policy lets this client ``request`` every group; if not,
+        the whole frame is refused with ``forbidden`` (counted, logged) and the connection
+        goes on."""
+        access = self.server.access
+        if access.open:
+            return True
+        denied = access.denied(self.peer, request, groups)
+        if not denied:
+            return True
+        self.server.backend.count_denied(request)
+        self._log_denial(request, denied)
+        peer = self.peer
+        who = "this client (credentials unknown)" if peer is None else (
+            f"uid {peer.uid}" + (f" ({peer.user})" if peer.user else ""))
+        action = "joined" if request == "join" else "sent"
+        self.fail("forbidden", f"{request} to group(s) {', '.join(denied)} is not allowed "
+                  f"for {who} ([access] of amcastd's configuration); nothing was {action}",
+                  ref=ref)
+        return False
+
+    def _log_denial(self, request: str, denied: list[str]) -> None:
+        """One line per denial, at most one a second per connection (the metric counts
+        all): a client looping on a denied request must not flood the log."""
+        now = time.monotonic()
+        if now - self._denial_logged_at < DENIAL_LOG_INTERVAL_S:
+            self._denials_unlogged += 1
+            return
+        peer = self.peer
+        log.warning("request denied", client=self.id, name=self.name, request=request,
+                    groups=denied, uid=peer.uid if peer else None,
+                    gid=peer.gid if peer else None, pid=peer.pid if peer else None,
+                    user=peer.user if peer else None, not_logged=self._denials_unlogged)
+        self._denial_logged_at = now
+        self._denials_unlogged = 0
+
     def _on_join(self, frame: dict[str, Any], ref: Any) -> None:
         groups = self._groups_field(frame, ref)
-        if groups is None:
+        if groups is None or not self._permitted("join", groups, ref):
             return
         watch = frame.get("members", False)
         if type(watch) is not bool:
@@ -329,7 +453,7 @@ class ClientConnection(asyncio.Protocol):
     def _on_send(self, frame: dict[str, Any], ref: Any) -> None:
         cfg = self.server.config
         groups = self._groups_field(frame, ref)
-        if groups is None:
+        if groups is None or not self._permitted("send", groups, ref):
             return
         service = frame.get("service", "agreed")
         if service not in sp.SERVICES:
@@ -367,8 +491,9 @@ class ClientConnection(asyncio.Protocol):
         self.reply(reply)
 
     def info(self) -> dict[str, Any]:
+        peer = self.peer.info() if self.peer is not None else dict.fromkeys(PEER_FIELDS)
         return {"client": self.id, "name": self.name, "groups": sorted(self.groups),
-                "queued_bytes": self.queued_bytes, "paused": sorted(self._paused_by)}
+                "queued_bytes": self.queued_bytes, "paused": sorted(self._paused_by), **peer}
 
 
 _HANDLERS: dict[str, Callable[[ClientConnection, dict[str, Any], Any], None]] = {
@@ -378,11 +503,43 @@ _HANDLERS: dict[str, Callable[[ClientConnection, dict[str, Any], Any], None]] = 
     "status": ClientConnection._on_status,
     "sync": ClientConnection._on_sync,
 }
+PEER_FIELDS = ("uid", "user", "gid", "group", "pid")
+"""A client's identity in ``status`` (``None`` each where the socket gave none)."""
+DENIAL_LOG_INTERVAL_S = 1.0
 _REFUSED = {
     "overloaded": "the daemon's submit queue is full (api.submit_queue_bytes); "
                   "none of the frame's messages was sent",
     "shutting_down": "the daemon is stopping; none of the frame's messages was sent",
 }
+
+
+def listen_backlog(max_clients: int) -> int:
+    """Connections the kernel queues before the daemon accepts them: room for a burst
+    of ``max_clients`` (a unix socket's connect fails with EAGAIN past it), at least
+    asyncio's 100, at most ``SOMAXCONN``."""
+    return max(100, min(max_clients, socket.SOMAXCONN))
+
+
+FD_MARGIN = 64
+"""Descriptors the daemon needs besides its clients (sockets, logs, metrics, pidfds)."""
+
+
+def ensure_fd_limit(max_clients: int) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to what ``max_clients`` connections need (plus
+    ``FD_MARGIN``), up to the hard limit; log a warning when even that is too low (a
+    connection past it is refused by the kernel, not served). Returns the soft limit."""
+    need = max_clients + FD_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        if soft < need:
+            log.warning("file descriptor limit too low for api.max_clients: raise "
+                        "LimitNOFILE (systemd) or ulimit -n", max_clients=max_clients,
+                        soft_limit=soft, hard_limit=hard, needed=need)
+    return soft
 
 
 def socket_path_problem(path: str) -> str | None:
@@ -452,9 +609,12 @@ def socket_is_live(path: str) -> bool:
 class ApiServer:
     """The listening socket, the connected clients and the group index."""
 
-    def __init__(self, config: ApiSection, backend: Backend) -> None:
+    def __init__(self, config: ApiSection, backend: Backend,
+                 access: AccessPolicy | None = None) -> None:
         self.config = config
         self.backend = backend
+        self.access = AccessPolicy() if access is None else access
+        """Who may join and send where (``amcast.daemon.access``); replaced on reload."""
         self.clients: dict[int, ClientConnection] = {}
         self.members_of: dict[str, set[int]] = {}
         self.sends_paused = False
@@ -484,7 +644,8 @@ class ApiServer:
         loop = asyncio.get_running_loop()
         old_umask = os.umask(0o177)  # never world-accessible, not even for a moment
         try:
-            self._server = await loop.create_unix_server(self._new_connection, path)
+            self._server = await loop.create_unix_server(
+                self._new_connection, path, backlog=listen_backlog(self.config.max_clients))
         finally:
             os.umask(old_umask)
         st = os.stat(path)
@@ -547,6 +708,21 @@ class ApiServer:
                 self.behind.pop(client_id, None)
         if was and not self.behind:
             self.backend.flow_hold(False)
+
+    def check_frames(self, now: float) -> None:
+        """Periodic: disconnect a client whose started frame is still incomplete
+        ``frame_timeout_s`` after its first byte (or the last complete frame) while the
+        daemon was reading it (``frame_timeout``, counted as a disconnect reason): a
+        length prefix then silence must not hold a slot and a frame buffer for ever."""
+        timeout = self.config.frame_timeout_s
+        for conn in list(self.clients.values()):
+            since = conn.frame_since
+            if since is not None and not conn.closed and conn.reading \
+                    and now - since > timeout:
+                conn.fail("frame_timeout",
+                          f"a frame was started and not completed within {timeout:g} s "
+                          f"({conn.partial_bytes} bytes of it read; api.frame_timeout_s)",
+                          fatal=True)
 
     def pause_sends(self) -> None:
         if not self.sends_paused:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from amcast.daemon.access import parse_principal
 from amcast.daemon.keyfile import load_keyring
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.node_config import NodeConfig
@@ -214,6 +215,7 @@ class ApiSection(_Section):
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
     slow_reader_timeout_s: float = Field(5.0, gt=0)
     hello_timeout_s: float = Field(5.0, gt=0)
+    frame_timeout_s: float = Field(10.0, gt=0)
     submit_queue_bytes: int = Field(64 << 20, ge=65536)
     close_grace_s: float = Field(5.0, ge=0)
 
@@ -299,6 +301,48 @@ class HealthSection(_Section):
     stall_after_s: float = Field(5.0, gt=0)
 
 
+class AccessRule(_Section):
+    """One ``[access]`` rule (``amcast.daemon.access``): who may join and send to the
+    groups whose names match ``groups``."""
+
+    groups: list[str] = Field(
+        min_length=1,
+        description="group-name patterns (fnmatch globs, case-sensitive); one string or a list",
+    )
+    join: list[str] = Field(
+        description="principals allowed to join: user:NAME, uid:N, group:NAME, gid:N, * "
+                    "(anyone); [] = nobody")
+    send: list[str] = Field(
+        description="principals allowed to send, same syntax; [] = nobody")
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("groups")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if not all(value):
+            raise ValueError("a group pattern is empty (\"*\" matches every group)")
+        return value
+
+    @field_validator("join", "send")
+    @classmethod
+    def _principals(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_principal(text)
+        return value
+
+
+class AccessSection(_Section):
+    default: Literal["allow", "deny"] = Field(
+        "allow", description="what a join or send to a group no rule matches gets")
+    rules: list[AccessRule] = Field(
+        default_factory=list, description="ordered rules; the first whose pattern matches the "
+                                          "group decides")
+
+
 class DaemonConfig(_Section):
     node: NodeSection = NodeSection()
     network: NetworkSection = NetworkSection()
@@ -309,6 +353,7 @@ class DaemonConfig(_Section):
     shutdown: ShutdownSection = ShutdownSection()
     health: HealthSection = HealthSection()
     security: SecuritySection = SecuritySection()
+    access: AccessSection = AccessSection()
     protocol: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -56,6 +56,8 @@ EXCLUSION_CAUSES = ("excluded", "left")
 """``ViewInstalled.excluded`` (crashed, paused, cut off, restarted) and ``.left`` (graceful)."""
 QUORUM_LOST_REASONS = ("no_quorum", "excluded", "paused", "left")
 """``QuorumLost.reason``."""
+DENIED_REQUESTS = ("join", "send")
+"""The requests access control decides (``amcast.daemon.access.REQUESTS``)."""
 IN_DOUBT_OUTCOMES = ("undelivered", "delivered_here")
 """``MessagesInDoubt.payloads`` (not delivered here either: the clients are told
 ``undelivered``) and ``.delivered_here`` (delivered here, not by the primary component)."""
@@ -92,6 +94,9 @@ class Counters:
     """``QuorumLost``, by reason (``QUORUM_LOST_REASONS``)."""
     in_doubt: Counter[str] = dataclasses.field(default_factory=Counter)
     """Own application messages of ``MessagesInDoubt``, by outcome (``IN_DOUBT_OUTCOMES``)."""
+    requests_denied: Counter[str] = dataclasses.field(default_factory=Counter)
+    """Client requests the access policy refused (``forbidden``), by request
+    (``DENIED_REQUESTS``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -168,6 +173,7 @@ class MetricsSnapshot:
     exclusions: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     quorum_lost: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     in_doubt: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+    requests_denied: Mapping[str, int] = dataclasses.field(default_factory=_empty)
 
     @classmethod
     def build(
@@ -205,6 +211,8 @@ class MetricsSnapshot:
             quorum_lost=_frozen({**dict.fromkeys(QUORUM_LOST_REASONS, 0),
                                  **counters.quorum_lost}),
             in_doubt=_frozen({**dict.fromkeys(IN_DOUBT_OUTCOMES, 0), **counters.in_doubt}),
+            requests_denied=_frozen({**dict.fromkeys(DENIED_REQUESTS, 0),
+                                     **counters.requests_denied}),
         )
 
 
@@ -328,6 +336,8 @@ class AmcastCollector(Collector):
              s.client_errors),
             ("amcast_clients_disconnected", "clients disconnected, by reason", "reason",
              s.clients_disconnected),
+            ("amcast_client_requests_denied", "join and send requests the access policy "
+             "([access]) refused with forbidden, by request", "request", s.requests_denied),
         ):
             fam = CounterMetricFamily(name, doc, labels=[labels])
             for key, n in sorted(values.items()):

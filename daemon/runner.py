@@ -55,7 +55,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from amcast.daemon.api import ApiServer, ClientConnection
+from amcast.daemon.access import AccessPolicy
+from amcast.daemon.api import ApiServer, ClientConnection, ensure_fd_limit
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.groups import Groups
 from amcast.daemon.keyfile import load_keyring
@@ -152,7 +153,7 @@ class Daemon:
         self._pending_since: float | None = None
         self.notifier = Notifier(environ)
         self.node: Node | None = None
-        self.api = ApiServer(config.api, self)
+        self.api = ApiServer(config.api, self, AccessPolicy.from_config(config.access))
         self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
         """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
         self.transport: MulticastTransport | UnicastTransport | RedundantTransport | None = None
@@ -206,6 +207,7 @@ class Daemon:
         try:
             self.transport = open_transport(cfg.network, self.node_id, self._log_unresolved)
             self.transport.on_send_error = self._log_send_error
+            ensure_fd_limit(cfg.api.max_clients)
             await self.api.start()
             self._take_metrics_snapshot()
             if cfg.metrics.enabled:
@@ -278,10 +280,11 @@ class Daemon:
                  sending_with=node.key_status().get("sends_with"))
 
     def reload(self) -> None:
-        """SIGHUP: re-read the configuration; a changed ``node.members`` takes effect at
-        the next view change (``Node.reconfigure``), changed ``network.peers`` (unicast)
-        and key file at once; any other change needs a restart and is only logged. A
-        configuration that does not load is logged and ignored."""
+        """SIGHUP: re-read the configuration; a changed ``[access]`` applies to the
+        requests that follow (groups already joined are kept); a changed ``node.members``
+        takes effect at the next view change (``Node.reconfigure``), changed
+        ``network.peers`` (unicast) and key file at once; any other change needs a restart
+        and is only logged. A configuration that does not load is logged and ignored."""
         assert self._reload is not None
         try:
             new = self._reload()
@@ -289,6 +292,11 @@ class Daemon:
             log.error("reload failed: keeping the running configuration", node=self.node_id,
                       error=str(exc))
             return
+        if new.access != self.config.access:
+            self.api.access = AccessPolicy.from_config(new.access)
+            self.config = self.config.model_copy(update={"access": new.access})
+            log.info("access rules reloaded", node=self.node_id, rules=len(new.access.rules),
+                     default=new.access.default)
         old = self.config
         self._reload_keys(new)
         if new.node.members != old.node.members:
@@ -310,13 +318,14 @@ class Daemon:
                      peers={str(k): v for k, v in new.network.peers.items()})
             self.config = self.config.model_copy(update={
                 "network": self.config.network.model_copy(update={"peers": new.network.peers})})
-        skip = {"node": {"members"}, "security": {"key_file"}, "network": {"peers"}}
+        skip = {"node": {"members"}, "security": {"key_file"}, "network": {"peers"},
+                "access": True}
         rest_old = old.model_dump(exclude=skip)
         rest_new = new.model_dump(exclude=skip)
         if rest_old != rest_new:
             changed = sorted(k for k in rest_new if rest_new[k] != rest_old.get(k))
-            log.warning("reload: only node.members, network.peers and the key file's keys "
-                        "take effect without a restart",
+            log.warning("reload: only node.members, network.peers, the key file's keys and "
+                        "[access] take effect without a restart",
                         node=self.node_id, changed_sections=changed)
 
     def request_stop(self, why: str = "request") -> None:
@@ -899,6 +908,7 @@ class Daemon:
                 "drops": dict(c.drops) | (dict(t.send_errors) if t else {}),
                 "client_errors": dict(c.client_errors),
                 "clients_disconnected": dict(c.clients_disconnected),
+                "requests_denied": dict(c.requests_denied),
             },
             "engine": engine,
             "datagrams": self.datagrams_by_kind(),
@@ -922,6 +932,9 @@ class Daemon:
     def count_disconnect(self, reason: str) -> None:
         self.counters.clients_disconnected[reason] += 1
 
+    def count_denied(self, request: str) -> None:
+        self.counters.requests_denied[request] += 1
+
     def flow_hold(self, on: bool) -> None:
         """A client reads slower than the group delivers (``ApiServer.reader_behind``):
         hold the engine's releases until it catches up, so the senders slow down."""
@@ -938,7 +951,9 @@ class Daemon:
         ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
         snapshot."""
         self.groups.expire(self.now(), self.config.health.stall_after_s)
-        self.api.check_readers(time.monotonic())
+        now = time.monotonic()
+        self.api.check_readers(now)
+        self.api.check_frames(now)
         node = self.node
         if node is not None and hasattr(node, "wall_offset"):
             # send times are stamped and checked on the wall clock (replay protection):

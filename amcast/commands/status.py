@@ -2,6 +2,8 @@
 
 The text starts with the view (id, primary or not, members), the last view change with
 its cause and age, the quorum, and a peers table (seconds since each was last heard).
+The clients table shows each connected client's identity as the kernel gave it to the
+daemon (user and uid, group and gid, pid; ``[access]`` decides on them).
 ``--health`` is the one-line probe (exit 0 healthy, 1 unhealthy: not in a primary view,
 cannot order, shutting down, or no answer; 2 unreachable); ``--json`` prints the whole
 status reply (``view.id``, ``view.members``, ``view.primary``, ``peers[].last_heard_s``,
@@ -129,6 +131,15 @@ def keys_line(keys: dict[str, Any]) -> str:
             f"{keys.get('sends_with')}" + (f"; peers {peers}" if peers else ""))
 
 
+def identity(client: dict[str, Any], name: str, number: str) -> str:
+    """``alice (1000)``, ``1000`` when the name did not resolve, ``-`` when the daemon
+    knows no credentials (or predates them)."""
+    num = client.get(number)
+    if num is None:
+        return "-"
+    return f"{client[name]} ({num})" if client.get(name) else str(num)
+
+
 def rates(a: dict, b: dict) -> dict[str, float]:
     dt = max(1e-9, b["now"] - a["now"])
     keys = ("messages_sent", "messages_delivered", "datagrams_sent", "datagrams_received",
@@ -157,9 +168,12 @@ def run(args: argparse.Namespace) -> int:
                              f"up {last['uptime_s']:.0f} s", *header]),
         "tables": [*([peers] if peers["rows"] else []), {
             "title": "clients",
-            "columns": ["client", "name", "groups", "queued bytes", "paused"],
-            "rows": [[x["client"], x["name"], ",".join(x["groups"]), x["queued_bytes"],
-                      ",".join(x["paused"]) or "-"] for x in last["clients"]],
+            "columns": ["client", "name", "user (uid)", "group (gid)", "pid", "groups",
+                        "queued bytes", "paused"],
+            "rows": [[x["client"], x["name"], identity(x, "user", "uid"),
+                      identity(x, "group", "gid"), x.get("pid", "-"), ",".join(x["groups"]),
+                      x["queued_bytes"], ",".join(x["paused"]) or "-"]
+                     for x in last["clients"]],
         }],
         "figures": {
             "health": "; ".join(problems(last)) or "ok",

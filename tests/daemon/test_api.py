@@ -6,6 +6,7 @@ import asyncio
 import grp
 import json
 import os
+import pwd
 import stat
 import urllib.request
 from pathlib import Path
@@ -13,10 +14,11 @@ from typing import Any
 
 import msgpack
 import pytest
+from amcast.daemon.config import AccessSection
 from amcast.protocols.errors import ClientError, ConfigurationError
 from daemon_helpers import Raw
 
-from amcast.client import Client, DeliveredBatch
+from amcast.client import Client, DeliveredBatch, MessagesRefused
 from amcast.socket_protocol import PREFIX
 from amcast.socket_protocol import encode_frame as encode
 from tests.steady import STEADY
@@ -306,3 +308,191 @@ async def test_connections_that_never_say_hello_time_out_and_free_their_slots(
     assert (await honest.next())["t"] == "status"
     greeted.write(encode({"t": "status", "id": 2}))  # well past the timeout: still served
     assert (await greeted.next())["t"] == "status"
+
+
+async def _metrics_text(port: int) -> str:
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    )
+    return body.decode()
+
+
+async def test_access_rules_decide_join_and_send_by_the_clients_own_uid_user_and_group(
+    make_cluster: Any,
+) -> None:
+    """Issue 14 item 4: rules that name this test's own uid, user and group admit it;
+    rules that name someone else refuse it with ``forbidden`` (whole frame, not fatal),
+    counted per request, and ``status`` lists the client's identity."""
+    uid, gid = os.getuid(), os.getgid()
+    user, group = pwd.getpwuid(uid).pw_name, grp.getgrgid(gid).gr_name
+    rules = [
+        {"groups": "mine.*", "join": [f"uid:{uid}"], "send": [f"user:{user}"]},
+        {"groups": "ours", "join": [f"group:{group}"], "send": [f"gid:{gid}"]},
+        {"groups": "theirs.*", "join": [f"uid:{uid + 1}"], "send": ["group:no-such-amcast-grp"]},
+    ]
+    c = await make_cluster(1, access={"default": "deny", "rules": rules})
+    d = c.daemons[0]
+    cl = await Client.connect(c.socket(0), name="me")
+    assert await cl.join("mine.a", "ours") == ["mine.a", "ours"]
+    with pytest.raises(ClientError) as err:
+        await cl.join("mine.b", "theirs.a")  # refused whole: not even mine.b
+    assert err.value.code == "forbidden" and "theirs.a" in err.value.detail
+    assert f"uid {uid}" in err.value.detail
+    with pytest.raises(ClientError, match="forbidden"):
+        await cl.join("elsewhere")  # no rule: the default (deny)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "send", "id": 5, "groups": ["mine.a", "theirs.a"], "payloads": [b"no"]})
+    raw.send({"t": "send", "id": 6, "groups": ["ours"], "payloads": [b"x"] * 3})
+    got = await raw.sync(-1)
+    assert len(got) == 1 and (got[0]["code"], got[0]["id"], got[0]["fatal"]) == (
+        "forbidden", 5, False)
+    assert "theirs.a" in got[0]["detail"] and "mine.a" not in got[0]["detail"]
+    raw.send({"t": "send", "id": 7, "groups": ["mine.a"], "payloads": [b"yes"]})
+    assert await raw.sync(-2) == []  # the connection goes on after forbidden
+    payloads = [d.payload async for d in _take(cl, 4)]
+    assert payloads == [b"x", b"x", b"x", b"yes"]  # nothing of frame 5
+    st = await cl.status()
+    me = next(x for x in st["clients"] if x["name"] == "me")
+    assert (me["uid"], me["user"], me["gid"], me["group"], me["pid"]) == (
+        uid, user, gid, group, os.getpid())
+    assert st["counters"]["requests_denied"] == {"join": 2, "send": 1}
+    assert st["counters"]["client_errors"]["forbidden"] == 3
+    text = await _metrics_text(d.metrics_port)
+    assert 'amcast_client_requests_denied_total{request="join"} 2.0' in text
+    assert 'amcast_client_requests_denied_total{request="send"} 1.0' in text
+    # SIGHUP's reload: [access] applies to the next requests, without a restart
+    d._reload = lambda: d.config.model_copy(update={"access": AccessSection(rules=[
+        {"groups": "theirs.*", "join": [f"user:{user}"], "send": []}])})
+    d.reload()
+    assert await cl.join("theirs.a") == ["mine.a", "ours", "theirs.a"]
+    assert await cl.join("elsewhere") == ["elsewhere", "mine.a", "ours", "theirs.a"]
+    cl.send(b"z", "theirs.a")  # send = []: nobody
+    with pytest.raises(MessagesRefused) as refused:
+        await cl.sync()
+    assert refused.value.code == "forbidden" and refused.value.messages == [0]
+    assert d.counters.requests_denied["send"] == 2
+    await cl.close()
+
+
+async def test_half_written_frames_time_out_and_free_their_slots(make_cluster: Any) -> None:
+    """Issue 14 item 7: a length prefix then silence, part of a body then silence, or an
+    oversized frame's prefix then silence held a connection slot (and up to one frame of
+    memory) for ever. Now each gets ``frame_timeout`` after ``api.frame_timeout_s`` (on
+    the daemon's 1 s tick), counted as a disconnect reason; a client that keeps
+    completing frames is not timed out."""
+    c = await make_cluster(1, api={"max_clients": 4, "frame_timeout_s": 0.3,
+                                   "max_message_bytes": 1024})
+    d = c.daemons[0]
+    whole = encode({"t": "send", "id": 1, "groups": ["g"], "payloads": [b"p" * 500]})
+    prefix_only = await Raw.open(c.socket(0))
+    prefix_only.write(whole[:4])
+    half_body = await Raw.open(c.socket(0))
+    half_body.write(whole[: len(whole) // 2])
+    oversized = await Raw.open(c.socket(0))
+    oversized.write(PREFIX.pack(1 << 20) + b"z" * 1000)  # skipped, never complete
+    assert (await oversized.next())["code"] == "frame_too_large"
+    honest = await Raw.open(c.socket(0))
+    for raw in (prefix_only, half_body, oversized):
+        err = await raw.next(timeout=10)
+        assert (err["t"], err["code"], err["fatal"]) == ("error", "frame_timeout", True)
+        assert "api.frame_timeout_s" in err["detail"]
+        assert await raw.closed()
+    assert d.counters.clients_disconnected["frame_timeout"] == 3
+    assert await honest.sync(1) == []  # served throughout, never timed out
+    late = [await Raw.open(c.socket(0)) for _ in range(3)]  # the three slots are free again
+    for raw in late:
+        assert await raw.sync(2) == []
+
+
+async def test_a_half_closed_client_frees_its_slot_at_once(make_cluster: Any) -> None:
+    """A client that shuts down its sending side (shutdown(SHUT_WR)) and reads nothing
+    used to keep its slot as long as deliveries were queued to it. Now it has left when
+    the daemon reads the EOF: its slot is free at once and what is queued to it is
+    dropped after ``close_grace_s``."""
+    c = await make_cluster(1, api={"max_clients": 3, "close_grace_s": 0.3,
+                                   "slow_reader_timeout_s": 60.0})
+    d = c.daemons[0]
+    quitter = await Raw.open(c.socket(0))
+    quitter.send({"t": "join", "groups": ["g"], "id": -1})
+    assert (await quitter.next())["t"] == "groups"
+    qid = max(d.api.clients)
+    sender = await Client.connect(c.socket(0))
+    await sender.join("g")
+    for i in range(40):  # 2.4 MB the quitter never reads: most of it queued in the daemon
+        sender.send(str(i).encode().ljust(60_000, b"."), "g")
+    _ = [x async for x in _take(sender, 40)]  # delivered, so written to the quitter too
+    assert d.api.clients[qid].queued_bytes > 0
+    gone = asyncio.Event()
+    forget = d.api.forget
+
+    def spy(conn: Any) -> None:
+        forget(conn)
+        if conn.id == qid:
+            gone.set()
+
+    d.api.forget = spy  # type: ignore[method-assign]
+    quitter.writer.write_eof()
+    await asyncio.wait_for(gone.wait(), 10)
+    assert qid not in d.api.clients
+    honest = await Raw.open(c.socket(0))  # the third slot
+    assert await honest.sync(1) == []
+    await d.api.wait_closed(10)  # its queue went with it after close_grace_s
+    assert not d.api.closing
+    await sender.close()
+
+
+async def test_fifty_connections_are_served_and_the_next_one_past_max_clients_is_refused(
+    make_cluster: Any,
+) -> None:
+    """Many greeted, idle connections cost a slot each and nothing else: a sender and a
+    receiver among them keep being served, the one past ``max_clients`` is refused."""
+    c = await make_cluster(1, api={"max_clients": 52})
+    idle = [await Raw.open(c.socket(0)) for _ in range(50)]
+    receiver = await Client.connect(c.socket(0))
+    await receiver.join("g")
+    sender = await Client.connect(c.socket(0))
+    refused = await Raw.open(c.socket(0), hello=False)
+    err = await refused.next()
+    assert (err["code"], err["fatal"]) == ("too_many_clients", True)
+    for i in range(20):
+        sender.send(f"m{i}".encode(), "g")
+    got = [d.payload async for d in _take(receiver, 20)]
+    assert got == [f"m{i}".encode() for i in range(20)]
+    st = await sender.status()
+    assert len(st["clients"]) == 52
+    assert st["counters"]["clients_disconnected"]["too_many_clients"] == 1
+    for raw in idle[:5]:
+        assert await raw.sync(3) == []
+    for cl in (receiver, sender):
+        await cl.close()
+
+
+async def test_requests_wait_while_their_answers_are_unread(make_cluster: Any) -> None:
+    """One read of small requests (here 3,000 ``status`` frames in one write) used to
+    queue every answer at once, thousands of times the request's size, to a client that
+    reads none of them. Now the daemon stops handling a client's frames once what is
+    queued to it passes ``client_queue_high_bytes`` (the rest wait undecoded) and goes
+    on, in order, as it reads."""
+    high = 65536
+    c = await make_cluster(1, api={"client_queue_high_bytes": high,
+                                   "client_queue_max_bytes": 4 << 20,
+                                   "slow_reader_timeout_s": 30.0})
+    d = c.daemons[0]
+    raw = await Raw.open(c.socket(0))
+    cid = max(d.api.clients)
+    n = 3000
+    raw.write(b"".join(encode({"t": "status", "id": i}) for i in range(n)))
+    await raw.writer.drain()
+    probe = await Client.connect(c.socket(0))  # a round trip: the daemon read the burst
+    st = await probe.status()
+    conn = d.api.clients[cid]
+    reply = len(encode({**st, "t": "status", "id": 0}))
+    assert conn._behind and conn._decoder.buffered > 0, "the burst was handled whole"
+    assert conn.queued_bytes <= high + 2 * reply  # not n * reply
+    assert conn._decoder.buffered < n * 20  # what waits stays undecoded: the request bytes
+    assert n * reply > 20 * high  # what it would have been
+    ids = [(await raw.next())["id"] for _ in range(n)]  # reading lets it go on
+    assert ids == list(range(n))
+    assert not conn._behind and conn._decoder.buffered == 0
+    assert await raw.sync(-1) == []
+    await probe.close()

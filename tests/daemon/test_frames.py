@@ -82,3 +82,23 @@ def test_fuzz_valid_frames_survive_interleaved_garbage(maps: list[dict], junk: b
     out = [x for x in dec.feed(data) if isinstance(x, dict)]
     # every valid frame comes out (junk bodies may themselves decode as frames)
     assert len(out) >= len(maps)
+
+
+def test_pop_leaves_what_it_did_not_return_undecoded() -> None:
+    """``push`` then ``pop`` one item at a time: what is not popped stays as bytes (the
+    daemon stops handling a client's frames while it does not read its answers)."""
+    frames = [encode({"t": "status", "id": i}) for i in range(10_000)]
+    data = b"".join(frames)
+    dec = FrameDecoder()
+    dec.push(data[:-3])  # the last frame incomplete
+    got = [dec.pop() for _ in range(100)]
+    assert [f["id"] for f in got] == list(range(100))
+    assert dec.buffered == len(data) - 3 - sum(map(len, frames[:100]))
+    assert dec.partial
+    rest = []
+    while (item := dec.pop()) is not None:
+        rest.append(item["id"])
+    assert rest == list(range(100, 9_999))
+    assert dec.buffered == len(frames[-1]) - 3  # only the partial frame is kept
+    assert dec.feed(data[-3:]) == [{"t": "status", "id": 9_999}]
+    assert dec.buffered == 0 and not dec.partial and dec.truncated() is None
