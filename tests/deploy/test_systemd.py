@@ -4,6 +4,7 @@ able to fail."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,8 +40,10 @@ def test_a_broken_unit_is_reported(tmp_path: Path) -> None:
 
 
 def test_units_are_notify_hardened_and_use_only_the_address_families_amcastd_opens() -> None:
-    sources = " ".join((REPO / "daemon" / f).read_text() for f in ("transport.py", "notify.py"))
-    used = {fam for fam in ("AF_INET6", "AF_INET", "AF_UNIX") if f"socket.{fam}," in sources}
+    sources = " ".join((REPO / "daemon" / f).read_text()
+                       for f in ("transport.py", "unicast.py", "notify.py"))
+    used = set(re.findall(r"socket\.(AF_INET6|AF_INET|AF_UNIX)\b", sources))
+    assert used == {"AF_INET", "AF_INET6", "AF_UNIX"}  # IPv4 and IPv6 networks, unix sockets
     for source in ("amcastd.service", "amcastd@.service"):
         settings = dict(
             line.split("=", 1) for line in (UNITS / source).read_text().splitlines()
