@@ -1,0 +1,340 @@
+"""The Prometheus endpoint, served from the daemon's event loop with bounded cost.
+
+Theory of operation: ``MetricsHttpServer.start`` listens with ``asyncio.start_server``
+on the daemon's loop (uvloop); no thread per connection. Each accepted connection is
+checked at once: past ``max_connections`` open ones it is closed before anything is
+read (counted ``refused{reason="max_connections"}``); otherwise one task serves it:
+
+1. with TLS, the handshake (``StreamWriter.start_tls``); a failure is counted
+   ``tls_handshake``;
+2. the request head, parsed by ``h11`` (never by hand) with ``max_header_bytes`` as its
+   limit (431, or 400 for a malformed head, both counted by code). The handshake and the
+   head together must arrive within ``header_timeout_s`` of the connection (or of the
+   previous response, for keep-alive): a slow or silent client (slowloris, half-open
+   connections) is cut off and counted ``header_timeout``; a keep-alive connection that
+   simply sends nothing more is closed quietly;
+3. the answer: with basic auth, credentials first (401 with ``WWW-Authenticate``, before
+   any path or method is looked at); then only ``GET /metrics`` (405 for another method,
+   404 for another path, 400 for a request with a body). Every answer is counted by
+   code; any answer but 200 closes the connection;
+4. the response is written and drained within ``header_timeout_s`` (a client that does
+   not read is cut off: ``write_timeout``).
+
+Rendering (``generate_latest``, or OpenMetrics when ``Accept`` asks for it, through
+prometheus-client's ``choose_encoder``) runs on the loop, so the collectors read the
+daemon's state where it lives; at most one render per format per ``render_interval_s``:
+scrapes in between get the cached bytes, so a scrape storm costs one render per interval.
+``amcast_metrics_renders_total`` counts renders.
+
+Basic auth: a credential that verified before is recognised on the loop from a keyed
+digest (``BasicAuth.cached``); any other goes to bcrypt on one worker thread, created
+with the server only when auth is configured, one check at a time (at most
+``max_connections`` wait, each holding its connection's slot).
+
+Memory is bounded by ``max_connections`` x (``max_header_bytes`` + one response); the
+threads by one (the bcrypt worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+import h11
+import structlog
+from amcast.daemon.metrics_access import BasicAuth, MetricsAccess, parse_basic
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import choose_encoder
+
+log = structlog.get_logger("amcastd")
+
+REFUSAL_REASONS = ("max_connections", "header_timeout", "tls_handshake", "write_timeout")
+RESPONSE_CODES = ("200", "400", "401", "404", "405", "431")
+METRICS_PATH = b"/metrics"
+READ_CHUNK = 4096
+REALM = b'Basic realm="amcast metrics", charset="UTF-8"'
+
+
+class _Refused(Exception):
+    """The connection is cut off for ``reason`` (one of ``REFUSAL_REASONS``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Closed(Exception):
+    """The client closed, or an idle keep-alive connection ended: nothing to count."""
+
+
+class EndpointMetrics:
+    """The endpoint's own counters, on the registry it serves."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.refused = Counter(
+            "amcast_metrics_connections_refused",
+            "metrics endpoint connections closed by the daemon before a response, by reason "
+            "(max_connections, header_timeout, tls_handshake, write_timeout)",
+            labelnames=["reason"],
+            registry=registry,
+        )
+        self.requests = Counter(
+            "amcast_metrics_requests",
+            "metrics endpoint requests answered, by status code",
+            labelnames=["code"],
+            registry=registry,
+        )
+        self.renders = Counter(
+            "amcast_metrics_renders",
+            "expositions rendered (scrapes within metrics.render_interval_s share one)",
+            registry=registry,
+        )
+        self.connections = Gauge(
+            "amcast_metrics_connections", "metrics endpoint connections open now", registry=registry
+        )
+        for reason in REFUSAL_REASONS:
+            self.refused.labels(reason)
+        for code in RESPONSE_CODES:
+            self.requests.labels(code)
+
+
+class RenderCache:
+    """One exposition per content type, rendered at most once per ``interval`` seconds."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        interval: float,
+        renders: Counter,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._registry = registry
+        self._interval = interval
+        self._renders = renders
+        self._clock = clock
+        self._cache: dict[str, tuple[float, bytes]] = {}
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The body and its content type for an ``Accept`` header value."""
+        encoder, content_type = choose_encoder(accept)
+        now = self._clock()
+        hit = self._cache.get(content_type)
+        if hit is not None and now - hit[0] < self._interval:
+            return hit[1], content_type
+        self._renders.inc()  # before rendering: the render reports itself
+        body = encoder(self._registry)
+        self._cache[content_type] = (now, body)
+        return body, content_type
+
+
+class MetricsHttpServer:
+    """``GET /metrics`` over HTTP/1.1 (optionally TLS and basic auth) on the running loop."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        section: Any,
+        access: MetricsAccess,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.section = section
+        self.access = access
+        self.counters = EndpointMetrics(registry)
+        self.cache = RenderCache(registry, section.render_interval_s, self.counters.renders, clock)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._auth_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._tasks)
+
+    async def start(self) -> int:
+        """Listen on ``section.address:section.port``; the bound port (0 picks one)."""
+        s = self.section
+        if self.access.auth is not None:
+            self._auth_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="amcast-metrics-auth"
+            )
+            if self.access.tls is None:
+                log.warning(
+                    "metrics basic auth without TLS: passwords cross the network in "
+                    "clear text (set metrics.tls_cert_file and tls_key_file)"
+                )
+        self._server = await asyncio.start_server(
+            self._accept, s.address, s.port, limit=s.max_header_bytes, backlog=128
+        )
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def close(self) -> None:
+        """Stop listening and cut every connection (their tasks end on the next turn)."""
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._auth_pool is not None:
+            self._auth_pool.shutdown(wait=False, cancel_futures=True)
+            self._auth_pool = None
+
+    # ---- connections ---------------------------------------------------------------
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._tasks) >= self.section.max_connections:
+            self.counters.refused.labels("max_connections").inc()
+            writer.transport.abort()
+            return
+        task = asyncio.get_running_loop().create_task(self._serve(reader, writer))
+        self._tasks.add(task)
+        self.counters.connections.set(len(self._tasks))
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self.counters.connections.set(len(self._tasks))
+
+        task.add_done_callback(done)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        timeout = self.section.header_timeout_s
+        clean = False
+        try:
+            deadline = loop.time() + timeout
+            if self.access.tls is not None:
+                await self._handshake(writer, self.access.tls, deadline)
+            conn = h11.Connection(
+                h11.SERVER, max_incomplete_event_size=self.section.max_header_bytes
+            )
+            served = 0
+            while True:
+                request = await self._read_head(conn, reader, deadline, fresh=served == 0)
+                if request is None:
+                    clean = True
+                    return
+                status, headers, body = await self._answer(request)
+                self.counters.requests.labels(str(status)).inc()
+                if status != 200:
+                    headers.append((b"Connection", b"close"))
+                await self._send(conn, writer, status, headers, body)
+                served += 1
+                if status != 200 or conn.our_state is not h11.DONE:
+                    clean = True
+                    return
+                if not isinstance(conn.next_event(), h11.EndOfMessage):
+                    return  # a body we did not ask for: never reached (400 above)
+                conn.start_next_cycle()
+                deadline = loop.time() + timeout
+        except _Refused as exc:
+            self.counters.refused.labels(exc.reason).inc()
+        except h11.RemoteProtocolError as exc:
+            await self._bad_request(writer, exc.error_status_hint)
+            clean = True
+        except (_Closed, ConnectionError, OSError, h11.LocalProtocolError):
+            pass
+        finally:
+            if clean:
+                writer.close()
+            else:
+                writer.transport.abort()
+
+    async def _handshake(
+        self, writer: asyncio.StreamWriter, tls: ssl.SSLContext, deadline: float
+    ) -> None:
+        try:
+            async with asyncio.timeout_at(deadline):
+                await writer.start_tls(tls)
+        except TimeoutError:
+            raise _Refused("header_timeout") from None
+        except (ssl.SSLError, ConnectionError, OSError):
+            raise _Refused("tls_handshake") from None
+
+    async def _read_head(
+        self, conn: h11.Connection, reader: asyncio.StreamReader, deadline: float, *, fresh: bool
+    ) -> h11.Request | None:
+        """The next request head; None at a clean end (EOF, or a keep-alive connection
+        idle past the deadline with nothing of a next request received)."""
+        received = False
+        try:
+            async with asyncio.timeout_at(deadline):
+                while True:
+                    event = conn.next_event()
+                    if event is h11.NEED_DATA:
+                        data = await reader.read(READ_CHUNK)
+                        received = received or bool(data)
+                        conn.receive_data(data)
+                    elif isinstance(event, h11.Request):
+                        return event
+                    elif isinstance(event, h11.ConnectionClosed):
+                        return None
+                    else:
+                        raise _Closed
+        except TimeoutError:
+            if not fresh and not received:
+                return None
+            raise _Refused("header_timeout") from None
+
+    async def _send(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> None:
+        headers.append((b"Content-Length", str(len(body)).encode()))
+        writer.transport.set_write_buffer_limits(high=0)  # drain() = all handed to the kernel
+        writer.write(
+            conn.send(h11.Response(status_code=status, headers=headers))
+            + conn.send(h11.Data(data=body))
+            + conn.send(h11.EndOfMessage())
+        )
+        try:
+            async with asyncio.timeout(self.section.header_timeout_s):
+                await writer.drain()
+        except TimeoutError:
+            raise _Refused("write_timeout") from None
+
+    async def _bad_request(self, writer: asyncio.StreamWriter, status: int) -> None:
+        """A head h11 refused (431 too large, 400 malformed): a minimal answer, then close.
+        h11's own state is an error state now, so the bytes are written directly."""
+        status = status if status in (400, 431) else 400
+        self.counters.requests.labels(str(status)).inc()
+        reason = b"Request Header Fields Too Large" if status == 431 else b"Bad Request"
+        writer.write(
+            b"HTTP/1.1 %d %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" % (status, reason)
+        )
+        with contextlib.suppress(TimeoutError, ConnectionError, OSError):
+            async with asyncio.timeout(self.section.header_timeout_s):
+                await writer.drain()
+
+    # ---- requests ------------------------------------------------------------------
+    async def _answer(self, request: h11.Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        headers = {name.lower(): value for name, value in request.headers}
+        auth = self.access.auth
+        if auth is not None and not await self._authorized(auth, headers.get(b"authorization")):
+            return 401, [(b"WWW-Authenticate", REALM)], b"Unauthorized\n"
+        if request.method != b"GET":
+            return 405, [(b"Allow", b"GET")], b"Method Not Allowed\n"
+        path = request.target.split(b"?", 1)[0]
+        if path != METRICS_PATH:
+            return 404, [], b"Not Found: the metrics are at /metrics\n"
+        if b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0":
+            return 400, [], b"Bad Request: GET /metrics takes no body\n"
+        accept = headers.get(b"accept", b"").decode("latin-1")
+        body, content_type = self.cache.exposition(accept)
+        return 200, [(b"Content-Type", content_type.encode())], body
+
+    async def _authorized(self, auth: BasicAuth, header: bytes | None) -> bool:
+        creds = parse_basic(header)
+        if creds is None:
+            return False
+        if auth.cached(creds):
+            return True
+        assert self._auth_pool is not None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._auth_pool, auth.verify, creds)
