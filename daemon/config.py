@@ -230,6 +230,11 @@ class MetricsSection(_Section):
         8192, ge=1024, le=1 << 20,
         description="largest request head (request line and headers); larger gets 431",
     )
+    max_requests_per_s: float = Field(
+        10.0, gt=0, le=10000,
+        description="requests answered per second on average (bursts of one second's "
+        "worth); more get 429, and new connections are closed while none is left",
+    )
     render_interval_s: float = Field(
         1.0, ge=0, le=60,
         description="scrapes within this many seconds of a render get that render (0: "

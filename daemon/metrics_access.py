@@ -36,8 +36,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import bcrypt
-import yaml
 from amcast.protocols.errors import ConfigurationError
 
 MAX_USERS_FILE_BYTES = 1 << 20
@@ -46,7 +44,6 @@ USERS_KEY = "basic_auth_users"
 BCRYPT_PREFIXES = (b"$2a$", b"$2b$", b"$2y$")
 MAX_CREDENTIAL_BYTES = 1024
 """Longer ``Authorization`` values are refused without decoding."""
-_DUMMY_HASH = bcrypt.hashpw(b"amcast: no such user", bcrypt.gensalt(10))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,9 +73,14 @@ class BasicAuth:
     """The users of the users file and their bcrypt hashes."""
 
     def __init__(self, users: Mapping[str, bytes]) -> None:
+        import bcrypt  # only with basic auth configured (no import cost otherwise)
+
         self.users = MappingProxyType(dict(users))
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, bytes] = {}
+        cost = max(int(h[4:6]) for h in self.users.values()) if self.users else 10
+        self._dummy = bcrypt.hashpw(b"amcast: no such user", bcrypt.gensalt(cost))
+        """Checked for unknown users: as slow as the slowest real hash."""
 
     def _digest(self, creds: Credentials) -> bytes:
         return hashlib.blake2b(creds.user.encode() + b"\0" + creds.password, key=self._key).digest()
@@ -90,11 +92,13 @@ class BasicAuth:
 
     def verify(self, creds: Credentials) -> bool:
         """bcrypt check (slow: call it from a worker thread); remembers a success."""
+        import bcrypt
+
         hashed = self.users.get(creds.user)
         try:  # bcrypt refuses passwords over 72 bytes (ValueError): a failed check
-            ok = bcrypt.checkpw(creds.password, hashed if hashed is not None else _DUMMY_HASH)
+            ok = bcrypt.checkpw(creds.password, hashed if hashed is not None else self._dummy)
         except ValueError:
-            bcrypt.checkpw(b"", _DUMMY_HASH)  # the same time as a wrong password
+            bcrypt.checkpw(b"", self._dummy)  # the same time as a wrong password
             return False
         if ok and hashed is not None:
             self._verified[creds.user] = self._digest(creds)
@@ -134,6 +138,8 @@ def _private(path: str, key: str) -> None:
 
 def load_users(path: str) -> dict[str, bytes]:
     """The ``basic_auth_users`` mapping of a ``web.config.yml``-style users file."""
+    import yaml  # only with basic auth configured
+
     _private(path, "basic_auth_users_file")
     where = f"metrics.basic_auth_users_file {path!r}"
     data = Path(path).read_bytes()
@@ -160,7 +166,7 @@ def load_users(path: str) -> dict[str, bytes]:
                 f"{where}: user {name!r}: a name is a non-empty string without ':'"
             )
         raw = hashed.encode() if isinstance(hashed, str) else b""
-        if not raw.startswith(BCRYPT_PREFIXES) or len(raw) != 60:
+        if not raw.startswith(BCRYPT_PREFIXES) or len(raw) != 60 or not raw[4:6].isdigit():
             raise ConfigurationError(
                 f"{where}: user {name!r}: not a bcrypt hash ($2y$/$2b$, "
                 "60 characters; e.g. htpasswd -nBC 10 NAME)"

@@ -13,10 +13,13 @@ read (counted ``refused{reason="max_connections"}``); otherwise one task serves 
    previous response, for keep-alive): a slow or silent client (slowloris, half-open
    connections) is cut off and counted ``header_timeout``; a keep-alive connection that
    simply sends nothing more is closed quietly;
-3. the answer: with basic auth, credentials first (401 with ``WWW-Authenticate``, before
-   any path or method is looked at); then only ``GET /metrics`` (405 for another method,
-   404 for another path, 400 for a request with a body). Every answer is counted by
-   code; any answer but 200 closes the connection;
+3. the answer: past ``max_requests_per_s`` (a token bucket, bursts of one second's
+   worth) 429, and while the bucket is empty new connections are closed at once
+   (``rate_limited``), before anything is read; then, with basic auth, credentials (401
+   with ``WWW-Authenticate``, before any path or method is looked at); then only
+   ``GET /metrics`` (405 for another method, 404 for another path, 400 for a request
+   with a body). Every answer is counted by code; any answer but 200 closes the
+   connection;
 4. the response is written and drained within ``header_timeout_s`` (a client that does
    not read is cut off: ``write_timeout``).
 
@@ -40,9 +43,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import socket
 import ssl
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -53,11 +58,36 @@ from prometheus_client.exposition import choose_encoder
 
 log = structlog.get_logger("amcastd")
 
-REFUSAL_REASONS = ("max_connections", "header_timeout", "tls_handshake", "write_timeout")
-RESPONSE_CODES = ("200", "400", "401", "404", "405", "431")
+REFUSAL_REASONS = (
+    "max_connections",
+    "rate_limited",
+    "header_timeout",
+    "tls_handshake",
+    "write_timeout",
+)
+RESPONSE_CODES = ("200", "400", "401", "404", "405", "429", "431")
 METRICS_PATH = b"/metrics"
 READ_CHUNK = 4096
+BACKLOG = 128
 REALM = b'Basic realm="amcast metrics", charset="UTF-8"'
+
+
+def listening_socket(address: str, port: int) -> socket.socket:
+    """A listening TCP socket (``SO_REUSEADDR``), resolved and bound here: asyncio's own
+    resolution would start libuv's resolver threads (four) for the daemon's lifetime."""
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(
+        address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class _Refused(Exception):
@@ -101,6 +131,35 @@ class EndpointMetrics:
             self.refused.labels(reason)
         for code in RESPONSE_CODES:
             self.requests.labels(code)
+
+
+class RequestBudget:
+    """A token bucket: ``rate`` requests a second on average, bursts of ``max(1, rate)``."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate = rate
+        self._burst = max(1.0, rate)
+        self._clock = clock
+        self._tokens = self._burst
+        self._at = clock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+
+    def available(self) -> bool:
+        """A request could be served now (nothing is taken)."""
+        self._refill()
+        return self._tokens >= 1.0
+
+    def take(self) -> bool:
+        """Take one request's token; False when there is none."""
+        self._refill()
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
 
 class RenderCache:
@@ -147,6 +206,7 @@ class MetricsHttpServer:
         self.access = access
         self.counters = EndpointMetrics(registry)
         self.cache = RenderCache(registry, section.render_interval_s, self.counters.renders, clock)
+        self.budget = RequestBudget(section.max_requests_per_s, clock)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._auth_pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -154,6 +214,10 @@ class MetricsHttpServer:
     @property
     def open_connections(self) -> int:
         return len(self._tasks)
+
+    def connection_tasks(self) -> tuple[asyncio.Task[None], ...]:
+        """The tasks serving the open connections (each ends when its connection does)."""
+        return tuple(self._tasks)
 
     async def start(self) -> int:
         """Listen on ``section.address:section.port``; the bound port (0 picks one)."""
@@ -167,10 +231,15 @@ class MetricsHttpServer:
                     "metrics basic auth without TLS: passwords cross the network in "
                     "clear text (set metrics.tls_cert_file and tls_key_file)"
                 )
-        self._server = await asyncio.start_server(
-            self._accept, s.address, s.port, limit=s.max_header_bytes, backlog=128
-        )
-        return int(self._server.sockets[0].getsockname()[1])
+        sock = listening_socket(s.address, s.port)
+        try:
+            self._server = await asyncio.start_server(
+                self._accept, sock=sock, limit=s.max_header_bytes
+            )
+        except BaseException:
+            sock.close()
+            raise
+        return int(sock.getsockname()[1])
 
     def close(self) -> None:
         """Stop listening and cut every connection (their tasks end on the next turn)."""
@@ -187,6 +256,10 @@ class MetricsHttpServer:
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._tasks) >= self.section.max_connections:
             self.counters.refused.labels("max_connections").inc()
+            writer.transport.abort()
+            return
+        if not self.budget.available():
+            self.counters.refused.labels("rate_limited").inc()
             writer.transport.abort()
             return
         task = asyncio.get_running_loop().create_task(self._serve(reader, writer))
@@ -220,7 +293,9 @@ class MetricsHttpServer:
                 self.counters.requests.labels(str(status)).inc()
                 if status != 200:
                     headers.append((b"Connection", b"close"))
-                await self._send(conn, writer, status, headers, body)
+                await self._send(
+                    conn, writer, status, headers, body, head=request.method == b"HEAD"
+                )
                 served += 1
                 if status != 200 or conn.our_state is not h11.DONE:
                     clean = True
@@ -257,8 +332,12 @@ class MetricsHttpServer:
         self, conn: h11.Connection, reader: asyncio.StreamReader, deadline: float, *, fresh: bool
     ) -> h11.Request | None:
         """The next request head; None at a clean end (EOF, or a keep-alive connection
-        idle past the deadline with nothing of a next request received)."""
-        received = False
+        idle past the deadline with nothing of a next request received). A head larger
+        than ``max_header_bytes`` is refused whether it came in pieces (h11 stops
+        buffering past the limit) or at once (measured here)."""
+        limit = self.section.max_header_bytes
+        fed = len(conn.trailing_data[0])  # pipelined bytes of this request, if any
+        received = fed > 0
         try:
             async with asyncio.timeout_at(deadline):
                 while True:
@@ -266,8 +345,13 @@ class MetricsHttpServer:
                     if event is h11.NEED_DATA:
                         data = await reader.read(READ_CHUNK)
                         received = received or bool(data)
+                        fed += len(data)
                         conn.receive_data(data)
                     elif isinstance(event, h11.Request):
+                        if fed - len(conn.trailing_data[0]) > limit:
+                            raise h11.RemoteProtocolError(
+                                "request head too large", error_status_hint=431
+                            )
                         return event
                     elif isinstance(event, h11.ConnectionClosed):
                         return None
@@ -285,12 +369,19 @@ class MetricsHttpServer:
         status: int,
         headers: list[tuple[bytes, bytes]],
         body: bytes,
+        *,
+        head: bool = False,
     ) -> None:
+        """Write the response (only its head for a HEAD request) and drain it in time."""
         headers.append((b"Content-Length", str(len(body)).encode()))
         writer.transport.set_write_buffer_limits(high=0)  # drain() = all handed to the kernel
         writer.write(
-            conn.send(h11.Response(status_code=status, headers=headers))
-            + conn.send(h11.Data(data=body))
+            conn.send(
+                h11.Response(
+                    status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode()
+                )
+            )
+            + conn.send(h11.Data(data=b"" if head else body))
             + conn.send(h11.EndOfMessage())
         )
         try:
@@ -314,6 +405,8 @@ class MetricsHttpServer:
 
     # ---- requests ------------------------------------------------------------------
     async def _answer(self, request: h11.Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        if not self.budget.take():
+            return 429, [(b"Retry-After", b"1")], b"Too Many Requests\n"
         headers = {name.lower(): value for name, value in request.headers}
         auth = self.access.auth
         if auth is not None and not await self._authorized(auth, headers.get(b"authorization")):
