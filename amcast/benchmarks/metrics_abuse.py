@@ -140,7 +140,8 @@ class HalfOpen:
                 continue
             self.socks.append(s)
 
-    def close(self) -> str:
+    def close(self) -> dict[str, int]:
+        """Close them all; how many were opened, and how many the daemon had closed."""
         closed = 0
         for s in self.socks:
             try:
@@ -150,10 +151,7 @@ class HalfOpen:
             except OSError:
                 closed += 1  # reset by the daemon, or never established
             s.close()
-        return (
-            f"{len(self.socks)} opened, {closed} closed by the daemon, "
-            f"{len(self.socks) - closed} held open"
-        )
+        return {"opened": len(self.socks), "closed_by_daemon": closed}
 
 
 class Storm(threading.Thread):
@@ -186,10 +184,10 @@ class Storm(threading.Thread):
 
         asyncio.run(main())
 
-    def stop(self) -> str:
+    def stop(self) -> dict[str, int]:
         self._halt.set()
         self.join(30)
-        return f"{self.ok} scrapes answered 200, {self.failed} refused or failed"
+        return {"scrapes_ok": self.ok, "scrapes_refused": self.failed}
 
 
 def _loadgen(sock: str, args: argparse.Namespace) -> subprocess.Popen[str]:
@@ -231,7 +229,7 @@ def phase(name: str, cluster: LocalCluster, args: argparse.Namespace) -> dict[st
     try:
         out, err = gen.communicate(timeout=args.duration + 60)
     finally:
-        attack = half.close() if half else storm.stop() if storm else ""
+        attack = half.close() if half else storm.stop() if storm else {}
         figures = sampler.stop()
     if gen.returncode != 0:
         raise RuntimeError(f"load generator failed in phase {name}: {err.strip()[-300:]}")
@@ -273,8 +271,19 @@ def row(p: dict[str, Any]) -> list[Any]:
         p["rss_peak"] / mib,
         p["rss_end"] / mib,
         p["cpu_s"],
-        p["attack"],
+        describe_attack(p["attack"]),
     ]
+
+
+def describe_attack(a: dict[str, int]) -> str:
+    if "opened" in a:
+        return (
+            f"{a['opened']} opened, {a['closed_by_daemon']} closed by the daemon, "
+            f"{a['opened'] - a['closed_by_daemon']} still open"
+        )
+    if "scrapes_ok" in a:
+        return f"{a['scrapes_ok']} scrapes answered 200, {a['scrapes_refused']} refused or failed"
+    return ""
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
