@@ -36,6 +36,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from amcast.localcluster import LocalCluster
+
 WAIT_S = 10.0
 PASSWORD = "s3cret"
 
@@ -489,3 +491,28 @@ async def test_a_daemon_refuses_to_start_with_a_readable_users_file(
     with pytest.raises(ConfigurationError, match="too open"):
         await make_cluster(1, metrics={"port": 0, "basic_auth_users_file": str(users)})
     assert DaemonConfig().metrics.address == "127.0.0.1"  # the default stays this host only
+
+
+@pytest.mark.processes
+def test_amcastd_on_uvloop_serves_tls_with_basic_auth(pki: dict[str, Path], tmp_path: Path) -> None:
+    """The same through a real ``amcastd`` process (uvloop's ``start_tls``), with a
+    client certificate required."""
+    settings = tls_settings(pki, tls_client_ca_file=str(pki["ca"]))
+    cluster = LocalCluster(
+        1, tmp_path / "c", protocol={"insecure": True}, extra={"metrics": settings}
+    )
+    cluster.start()
+    try:
+        port = cluster.nodes[0].metrics_port
+        status, _, body = https_get(port, pki, "alice", PASSWORD, client_cert=True)
+        assert status == 200 and b"amcast_primary 1.0" in body
+        status, headers, _ = https_get(port, pki, "alice", "wrong", client_cert=True)
+        assert status == 401 and "WWW-Authenticate" in headers
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            https_get(port, pki, "alice")  # no client certificate
+        pid = cluster.nodes[0].pid
+        with open(f"/proc/{pid}/status") as fh:
+            threads = next(int(ln.split()[1]) for ln in fh if ln.startswith("Threads:"))
+        assert threads == 2  # the loop and the bcrypt worker, nothing per connection
+    finally:
+        cluster.stop()
