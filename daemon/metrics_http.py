@@ -1,12 +1,15 @@
 """The Prometheus endpoint, served from the daemon's event loop with bounded cost.
 
-Theory of operation: ``MetricsHttpServer.start`` listens with ``asyncio.start_server``
-on the daemon's loop (uvloop); no thread per connection. Each accepted connection is
-checked at once: past ``max_connections`` open ones it is closed before anything is
-read (counted ``refused{reason="max_connections"}``); otherwise one task serves it:
+Theory of operation: ``MetricsHttpServer.start`` binds a listening socket and accepts on
+the daemon's loop (uvloop; ``loop.sock_accept``); no thread per connection. Each accepted
+connection is checked at once: past ``max_connections`` open ones (a TLS handshake in
+progress counts), or while the request budget is empty, it is closed before anything is
+read (counted ``refused{reason="max_connections"}`` or ``"rate_limited"``); otherwise
+one task serves it:
 
-1. with TLS, the handshake (``StreamWriter.start_tls``); a failure is counted
-   ``tls_handshake``;
+1. with TLS, the handshake, done by the loop as the socket is attached to its streams
+   (``loop.connect_accepted_socket(ssl=...)``: ``StreamWriter.start_tls`` would lose a
+   ClientHello already read, uvloop issue 707); a failure is counted ``tls_handshake``;
 2. the request head, parsed by ``h11`` (never by hand) with ``max_header_bytes`` as its
    limit (431, or 400 for a malformed head, both counted by code). The handshake and the
    head together must arrive within ``header_timeout_s`` of the connection (or of the
@@ -59,6 +62,7 @@ from prometheus_client.exposition import choose_encoder
 log = structlog.get_logger("amcastd")
 
 REFUSAL_REASONS = (
+    "accept_error",
     "max_connections",
     "rate_limited",
     "header_timeout",
@@ -69,6 +73,7 @@ RESPONSE_CODES = ("200", "400", "401", "404", "405", "429", "431")
 METRICS_PATH = b"/metrics"
 READ_CHUNK = 4096
 BACKLOG = 128
+ACCEPT_RETRY_S = 0.1
 REALM = b'Basic realm="amcast metrics", charset="UTF-8"'
 
 
@@ -109,7 +114,8 @@ class EndpointMetrics:
         self.refused = Counter(
             "amcast_metrics_connections_refused",
             "metrics endpoint connections closed by the daemon before a response, by reason "
-            "(max_connections, header_timeout, tls_handshake, write_timeout)",
+            "(accept_error, max_connections, rate_limited, header_timeout, tls_handshake, "
+            "write_timeout)",
             labelnames=["reason"],
             registry=registry,
         )
@@ -207,7 +213,8 @@ class MetricsHttpServer:
         self.counters = EndpointMetrics(registry)
         self.cache = RenderCache(registry, section.render_interval_s, self.counters.renders, clock)
         self.budget = RequestBudget(section.max_requests_per_s, clock)
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._auth_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -231,21 +238,18 @@ class MetricsHttpServer:
                     "metrics basic auth without TLS: passwords cross the network in "
                     "clear text (set metrics.tls_cert_file and tls_key_file)"
                 )
-        sock = listening_socket(s.address, s.port)
-        try:
-            self._server = await asyncio.start_server(
-                self._accept, sock=sock, limit=s.max_header_bytes
-            )
-        except BaseException:
-            sock.close()
-            raise
-        return int(sock.getsockname()[1])
+        self._listener = listening_socket(s.address, s.port)
+        self._acceptor = asyncio.get_running_loop().create_task(self._accept_loop())
+        return int(self._listener.getsockname()[1])
 
     def close(self) -> None:
         """Stop listening and cut every connection (their tasks end on the next turn)."""
-        if self._server is not None:
-            self._server.close()
-            self._server = None
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            self._acceptor = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         for task in list(self._tasks):
             task.cancel()
         if self._auth_pool is not None:
@@ -253,39 +257,81 @@ class MetricsHttpServer:
             self._auth_pool = None
 
     # ---- connections ---------------------------------------------------------------
-    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        listener = self._listener
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError as exc:  # out of descriptors or buffers: count, breathe, retry
+                self.counters.refused.labels("accept_error").inc()
+                log.warning("metrics endpoint cannot accept", error=str(exc))
+                await asyncio.sleep(ACCEPT_RETRY_S)
+                continue
+            self._admit(conn)
+
+    def _admit(self, conn: socket.socket) -> None:
+        """Serve ``conn``, or close it at once (counted) past a limit."""
         if len(self._tasks) >= self.section.max_connections:
-            self.counters.refused.labels("max_connections").inc()
-            writer.transport.abort()
+            reason = "max_connections"
+        elif not self.budget.available():
+            reason = "rate_limited"
+        else:
+            task = asyncio.get_running_loop().create_task(self._serve(conn))
+            self._tasks.add(task)
+            self.counters.connections.set(len(self._tasks))
+            task.add_done_callback(self._done)
             return
-        if not self.budget.available():
-            self.counters.refused.labels("rate_limited").inc()
-            writer.transport.abort()
-            return
-        task = asyncio.get_running_loop().create_task(self._serve(reader, writer))
-        self._tasks.add(task)
+        self.counters.refused.labels(reason).inc()
+        conn.close()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
         self.counters.connections.set(len(self._tasks))
 
-        def done(t: asyncio.Task[None]) -> None:
-            self._tasks.discard(t)
-            self.counters.connections.set(len(self._tasks))
+    async def _open(
+        self, conn: socket.socket, deadline: float
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Streams over ``conn``, after the TLS handshake when configured (the loop does
+        it as the socket is attached, so no byte of the handshake can be misread)."""
+        loop = asyncio.get_running_loop()
+        tls = self.access.tls
+        reader = asyncio.StreamReader(limit=self.section.max_header_bytes, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            async with asyncio.timeout_at(deadline):
+                transport, _ = await loop.connect_accepted_socket(
+                    lambda: protocol,
+                    conn,
+                    ssl=tls,
+                    ssl_handshake_timeout=None if tls is None else self.section.header_timeout_s,
+                )
+        except TimeoutError:
+            conn.close()
+            raise _Refused("header_timeout") from None
+        except (ssl.SSLError, ConnectionError, OSError):
+            conn.close()
+            raise _Refused("tls_handshake") from None
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
-        task.add_done_callback(done)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         timeout = self.section.header_timeout_s
+        deadline = loop.time() + timeout
+        try:
+            reader, writer = await self._open(conn, deadline)
+        except _Refused as exc:
+            self.counters.refused.labels(exc.reason).inc()
+            return
         clean = False
         try:
-            deadline = loop.time() + timeout
-            if self.access.tls is not None:
-                await self._handshake(writer, self.access.tls, deadline)
-            conn = h11.Connection(
+            conn_h11 = h11.Connection(
                 h11.SERVER, max_incomplete_event_size=self.section.max_header_bytes
             )
             served = 0
             while True:
-                request = await self._read_head(conn, reader, deadline, fresh=served == 0)
+                request = await self._read_head(conn_h11, reader, deadline, fresh=served == 0)
                 if request is None:
                     clean = True
                     return
@@ -294,15 +340,15 @@ class MetricsHttpServer:
                 if status != 200:
                     headers.append((b"Connection", b"close"))
                 await self._send(
-                    conn, writer, status, headers, body, head=request.method == b"HEAD"
+                    conn_h11, writer, status, headers, body, head=request.method == b"HEAD"
                 )
                 served += 1
-                if status != 200 or conn.our_state is not h11.DONE:
+                if status != 200 or conn_h11.our_state is not h11.DONE:
                     clean = True
                     return
-                if not isinstance(conn.next_event(), h11.EndOfMessage):
+                if not isinstance(conn_h11.next_event(), h11.EndOfMessage):
                     return  # a body we did not ask for: never reached (400 above)
-                conn.start_next_cycle()
+                conn_h11.start_next_cycle()
                 deadline = loop.time() + timeout
         except _Refused as exc:
             self.counters.refused.labels(exc.reason).inc()
@@ -316,17 +362,6 @@ class MetricsHttpServer:
                 writer.close()
             else:
                 writer.transport.abort()
-
-    async def _handshake(
-        self, writer: asyncio.StreamWriter, tls: ssl.SSLContext, deadline: float
-    ) -> None:
-        try:
-            async with asyncio.timeout_at(deadline):
-                await writer.start_tls(tls)
-        except TimeoutError:
-            raise _Refused("header_timeout") from None
-        except (ssl.SSLError, ConnectionError, OSError):
-            raise _Refused("tls_handshake") from None
 
     async def _read_head(
         self, conn: h11.Connection, reader: asyncio.StreamReader, deadline: float, *, fresh: bool
