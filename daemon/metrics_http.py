@@ -1,11 +1,13 @@
 """The Prometheus endpoint, served from the daemon's event loop with bounded cost.
 
 Theory of operation: ``MetricsHttpServer.start`` binds a listening socket and accepts on
-the daemon's loop (uvloop; ``loop.sock_accept``); no thread per connection. Each accepted
-connection is checked at once: past ``max_connections`` open ones (a TLS handshake in
-progress counts), or while the request budget is empty, it is closed before anything is
-read (counted ``refused{reason="max_connections"}`` or ``"rate_limited"``); otherwise
-one task serves it:
+the daemon's loop (uvloop): a reader callback makes a batch of ``accept`` calls at a
+time; no thread per connection. Accepting takes a token of the request budget
+(``max_requests_per_s``, a token bucket with bursts of one second's worth); while it is
+empty nothing is accepted (connections wait in the kernel's backlog, at no cost to the
+daemon; ``amcast_metrics_accept_pauses_total``). An accepted connection past
+``max_connections`` open ones (a TLS handshake in progress counts) is closed before
+anything is read (``refused{reason="max_connections"}``); otherwise one task serves it:
 
 1. with TLS, the handshake, done by the loop as the socket is attached to its streams
    (``loop.connect_accepted_socket(ssl=...)``: ``StreamWriter.start_tls`` would lose a
@@ -16,9 +18,8 @@ one task serves it:
    previous response, for keep-alive): a slow or silent client (slowloris, half-open
    connections) is cut off and counted ``header_timeout``; a keep-alive connection that
    simply sends nothing more is closed quietly;
-3. the answer: past ``max_requests_per_s`` (a token bucket, bursts of one second's
-   worth) 429, and while the bucket is empty new connections are closed at once
-   (``rate_limited``), before anything is read; then, with basic auth, credentials (401
+3. the answer: a request after the first on a keep-alive connection takes its own
+   token, 429 without one; then, with basic auth, credentials (401
    with ``WWW-Authenticate``, before any path or method is looked at); then only
    ``GET /metrics`` (405 for another method, 404 for another path, 400 for a request
    with a body). Every answer is counted by code; any answer but 200 closes the
@@ -64,7 +65,6 @@ log = structlog.get_logger("amcastd")
 REFUSAL_REASONS = (
     "accept_error",
     "max_connections",
-    "rate_limited",
     "header_timeout",
     "tls_handshake",
     "write_timeout",
@@ -74,6 +74,8 @@ METRICS_PATH = b"/metrics"
 READ_CHUNK = 4096
 BACKLOG = 128
 ACCEPT_RETRY_S = 0.1
+ACCEPT_BATCH = 64
+MIN_PAUSE_S = 0.001
 REALM = b'Basic realm="amcast metrics", charset="UTF-8"'
 
 
@@ -114,8 +116,7 @@ class EndpointMetrics:
         self.refused = Counter(
             "amcast_metrics_connections_refused",
             "metrics endpoint connections closed by the daemon before a response, by reason "
-            "(accept_error, max_connections, rate_limited, header_timeout, tls_handshake, "
-            "write_timeout)",
+            "(accept_error, max_connections, header_timeout, tls_handshake, write_timeout)",
             labelnames=["reason"],
             registry=registry,
         )
@@ -123,6 +124,12 @@ class EndpointMetrics:
             "amcast_metrics_requests",
             "metrics endpoint requests answered, by status code",
             labelnames=["code"],
+            registry=registry,
+        )
+        self.accept_pauses = Counter(
+            "amcast_metrics_accept_pauses",
+            "times the endpoint stopped accepting until its request budget "
+            "(metrics.max_requests_per_s) had a token again",
             registry=registry,
         )
         self.renders = Counter(
@@ -158,6 +165,11 @@ class RequestBudget:
         """A request could be served now (nothing is taken)."""
         self._refill()
         return self._tokens >= 1.0
+
+    def wait_s(self) -> float:
+        """Seconds until a token is due (0 when one is there)."""
+        self._refill()
+        return max(0.0, (1.0 - self._tokens) / self._rate)
 
     def take(self) -> bool:
         """Take one request's token; False when there is none."""
@@ -214,7 +226,7 @@ class MetricsHttpServer:
         self.cache = RenderCache(registry, section.render_interval_s, self.counters.renders, clock)
         self.budget = RequestBudget(section.max_requests_per_s, clock)
         self._listener: socket.socket | None = None
-        self._acceptor: asyncio.Task[None] | None = None
+        self._resume: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._auth_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -239,15 +251,17 @@ class MetricsHttpServer:
                     "clear text (set metrics.tls_cert_file and tls_key_file)"
                 )
         self._listener = listening_socket(s.address, s.port)
-        self._acceptor = asyncio.get_running_loop().create_task(self._accept_loop())
+        asyncio.get_running_loop().add_reader(self._listener, self._on_readable)
         return int(self._listener.getsockname()[1])
 
     def close(self) -> None:
         """Stop listening and cut every connection (their tasks end on the next turn)."""
-        if self._acceptor is not None:
-            self._acceptor.cancel()
-            self._acceptor = None
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
         if self._listener is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed already
+                asyncio.get_event_loop().remove_reader(self._listener)
             self._listener.close()
             self._listener = None
         for task in list(self._tasks):
@@ -257,34 +271,54 @@ class MetricsHttpServer:
             self._auth_pool = None
 
     # ---- connections ---------------------------------------------------------------
-    async def _accept_loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        assert self._listener is not None
+    def _on_readable(self) -> None:
+        """The listening socket is readable: accept what is pending, a batch at most (a
+        flood of connections cannot hold the loop). Each accepted connection takes a token
+        of the request budget (its first request is paid for); while the budget is empty
+        nothing is accepted: connections wait in the kernel's backlog and cost the daemon
+        nothing (counted in ``accept_pauses``)."""
         listener = self._listener
-        while True:
+        if listener is None:
+            return
+        for _ in range(ACCEPT_BATCH):
+            if not self.budget.available():
+                self.counters.accept_pauses.inc()
+                self._pause_accepting(self.budget.wait_s())
+                return
             try:
-                conn, _ = await loop.sock_accept(listener)
-            except OSError as exc:  # out of descriptors or buffers: count, breathe, retry
+                conn, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # out of descriptors or buffers: count, pause, go on
                 self.counters.refused.labels("accept_error").inc()
                 log.warning("metrics endpoint cannot accept", error=str(exc))
-                await asyncio.sleep(ACCEPT_RETRY_S)
-                continue
+                self._pause_accepting(ACCEPT_RETRY_S)
+                return
+            self.budget.take()
             self._admit(conn)
 
+    def _pause_accepting(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        loop.remove_reader(self._listener)
+        self._resume = loop.call_later(max(seconds, MIN_PAUSE_S), self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        self._resume = None
+        if self._listener is not None:
+            asyncio.get_running_loop().add_reader(self._listener, self._on_readable)
+
     def _admit(self, conn: socket.socket) -> None:
-        """Serve ``conn``, or close it at once (counted) past a limit."""
+        """Serve ``conn``, or close it at once (counted) when every slot is taken."""
         if len(self._tasks) >= self.section.max_connections:
-            reason = "max_connections"
-        elif not self.budget.available():
-            reason = "rate_limited"
-        else:
-            task = asyncio.get_running_loop().create_task(self._serve(conn))
-            self._tasks.add(task)
-            self.counters.connections.set(len(self._tasks))
-            task.add_done_callback(self._done)
+            self.counters.refused.labels("max_connections").inc()
+            conn.close()
             return
-        self.counters.refused.labels(reason).inc()
-        conn.close()
+        conn.setblocking(False)
+        task = asyncio.get_running_loop().create_task(self._serve(conn))
+        self._tasks.add(task)
+        self.counters.connections.set(len(self._tasks))
+        task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -335,7 +369,7 @@ class MetricsHttpServer:
                 if request is None:
                     clean = True
                     return
-                status, headers, body = await self._answer(request)
+                status, headers, body = await self._answer(request, paid=served == 0)
                 self.counters.requests.labels(str(status)).inc()
                 if status != 200:
                     headers.append((b"Connection", b"close"))
@@ -439,8 +473,12 @@ class MetricsHttpServer:
                 await writer.drain()
 
     # ---- requests ------------------------------------------------------------------
-    async def _answer(self, request: h11.Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        if not self.budget.take():
+    async def _answer(
+        self, request: h11.Request, *, paid: bool = False
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body for ``request`` (``paid``: its token was taken when
+        the connection was accepted)."""
+        if not paid and not self.budget.take():
             return 429, [(b"Retry-After", b"1")], b"Too Many Requests\n"
         headers = {name.lower(): value for name, value in request.headers}
         auth = self.access.auth

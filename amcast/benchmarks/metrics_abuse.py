@@ -54,6 +54,7 @@ ENDPOINT_FAMILIES = frozenset(
         "amcast_metrics_connections_refused",
         "amcast_metrics_requests",
         "amcast_metrics_renders",
+        "amcast_metrics_accept_pauses",
     }
 )
 """The endpoint's own counters (``amcast.daemon.metrics_http.EndpointMetrics``)."""

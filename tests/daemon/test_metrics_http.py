@@ -229,30 +229,31 @@ async def test_scrapes_within_the_render_interval_share_one_render() -> None:
         server.close()
 
 
-async def test_requests_past_the_rate_get_429_and_new_connections_are_refused() -> None:
+async def test_past_the_request_budget_requests_get_429_and_accepting_waits() -> None:
     now = [50.0]
     server, registry, _, port = await serving(max_requests_per_s=2, clock=lambda: now[0])
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        for _ in range(2):  # the burst: one second's worth
+        for _ in range(2):  # the burst: one second's worth (the first paid at accept)
             writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
             head, _ = await read_response(reader)
             assert head.startswith(b"HTTP/1.1 200 ")
-        # none left: a new connection is closed before anything is read ...
-        reader2, writer2 = await asyncio.open_connection("127.0.0.1", port)
-        assert await closed_by_server(reader2)
-        writer2.close()
-        # ... and a request on an open one gets 429
+        # none left: a request on an open connection gets 429 ...
         writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         head, _ = await read_response(reader)
         assert head.startswith(b"HTTP/1.1 429 ") and b"Retry-After: 1" in head
         assert await closed_by_server(reader)
         writer.close()
-        now[0] += 0.5  # one token back
-        assert (await exchange(port, get())).startswith(b"HTTP/1.1 200 ")
-        assert (
-            sample(registry, "amcast_metrics_connections_refused_total", reason="rate_limited") == 1
-        )
+        # ... and a new connection is not even accepted: it waits in the backlog
+        reader2, writer2 = await asyncio.open_connection("127.0.0.1", port)
+        writer2.write(get())
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(reader2.read(1), 0.3)
+        now[0] += 0.5  # one token back: accepted and answered
+        answer = await asyncio.wait_for(reader2.read(1 << 20), WAIT_S)
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        writer2.close()
+        assert sample(registry, "amcast_metrics_accept_pauses_total") >= 1
         assert sample(registry, "amcast_metrics_requests_total", code="429") == 1
         assert sample(registry, "amcast_metrics_requests_total", code="200") == 3
     finally:
