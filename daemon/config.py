@@ -232,9 +232,8 @@ class MetricsSection(_Section):
     )
     max_requests_per_s: float = Field(
         10.0, gt=0, le=10000,
-        description="connections accepted and requests answered per second on average "
-        "(bursts of one second's worth); past it nothing is accepted and keep-alive "
-        "requests get 429",
+        description="requests answered per second on average (bursts of one second's "
+        "worth); while none is left nothing is accepted and requests get 429",
     )
     render_interval_s: float = Field(
         1.0, ge=0, le=60,

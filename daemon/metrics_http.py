@@ -1,13 +1,14 @@
 """The Prometheus endpoint, served from the daemon's event loop with bounded cost.
 
 Theory of operation: ``MetricsHttpServer.start`` binds a listening socket and accepts on
-the daemon's loop (uvloop): a reader callback makes a batch of ``accept`` calls at a
-time; no thread per connection. Accepting takes a token of the request budget
-(``max_requests_per_s``, a token bucket with bursts of one second's worth); while it is
-empty nothing is accepted (connections wait in the kernel's backlog, at no cost to the
-daemon; ``amcast_metrics_accept_pauses_total``). An accepted connection past
-``max_connections`` open ones (a TLS handshake in progress counts) is closed before
-anything is read (``refused{reason="max_connections"}``); otherwise one task serves it:
+the daemon's loop (uvloop): a reader callback accepts a batch at a time, at most as many
+connections as the request budget has tokens (``max_requests_per_s``, a token bucket
+with bursts of one second's worth); while it is empty nothing is accepted: connections
+wait in the kernel's backlog at no cost to the daemon
+(``amcast_metrics_accept_pauses_total``). No thread per connection. An accepted
+connection past ``max_connections`` open ones (a TLS handshake in progress counts) is
+closed before anything is read (``refused{reason="max_connections"}``); otherwise one
+task serves it:
 
 1. with TLS, the handshake, done by the loop as the socket is attached to its streams
    (``loop.connect_accepted_socket(ssl=...)``: ``StreamWriter.start_tls`` would lose a
@@ -18,9 +19,9 @@ anything is read (``refused{reason="max_connections"}``); otherwise one task ser
    previous response, for keep-alive): a slow or silent client (slowloris, half-open
    connections) is cut off and counted ``header_timeout``; a keep-alive connection that
    simply sends nothing more is closed quietly;
-3. the answer: a request after the first on a keep-alive connection takes its own
-   token, 429 without one; then, with basic auth, credentials (401
-   with ``WWW-Authenticate``, before any path or method is looked at); then only
+3. the answer: each request takes a token of the budget, 429 without one; then, with
+   basic auth, credentials (401 with ``WWW-Authenticate``, before any path or method is
+   looked at); then only
    ``GET /metrics`` (405 for another method, 404 for another path, 400 for a request
    with a body). Every answer is counted by code; any answer but 200 closes the
    connection;
@@ -161,10 +162,10 @@ class RequestBudget:
         self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
         self._at = now
 
-    def available(self) -> bool:
-        """A request could be served now (nothing is taken)."""
+    def tokens(self) -> float:
+        """Tokens now (nothing is taken)."""
         self._refill()
-        return self._tokens >= 1.0
+        return self._tokens
 
     def wait_s(self) -> float:
         """Seconds until a token is due (0 when one is there)."""
@@ -272,19 +273,20 @@ class MetricsHttpServer:
 
     # ---- connections ---------------------------------------------------------------
     def _on_readable(self) -> None:
-        """The listening socket is readable: accept what is pending, a batch at most (a
-        flood of connections cannot hold the loop). Each accepted connection takes a token
-        of the request budget (its first request is paid for); while the budget is empty
-        nothing is accepted: connections wait in the kernel's backlog and cost the daemon
-        nothing (counted in ``accept_pauses``)."""
+        """The listening socket is readable: accept what is pending, at most as many as
+        the request budget has tokens (and ``ACCEPT_BATCH``), so a flood of connections
+        cannot hold the loop. While the budget is empty nothing is accepted: connections
+        wait in the kernel's backlog and cost the daemon nothing (counted in
+        ``accept_pauses``); the tokens are taken by the requests."""
         listener = self._listener
         if listener is None:
             return
-        for _ in range(ACCEPT_BATCH):
-            if not self.budget.available():
-                self.counters.accept_pauses.inc()
-                self._pause_accepting(self.budget.wait_s())
-                return
+        tokens = self.budget.tokens()
+        if tokens < 1:
+            self.counters.accept_pauses.inc()
+            self._pause_accepting(self.budget.wait_s())
+            return
+        for _ in range(min(ACCEPT_BATCH, int(tokens))):
             try:
                 conn, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -294,7 +296,6 @@ class MetricsHttpServer:
                 log.warning("metrics endpoint cannot accept", error=str(exc))
                 self._pause_accepting(ACCEPT_RETRY_S)
                 return
-            self.budget.take()
             self._admit(conn)
 
     def _pause_accepting(self, seconds: float) -> None:
@@ -369,7 +370,7 @@ class MetricsHttpServer:
                 if request is None:
                     clean = True
                     return
-                status, headers, body = await self._answer(request, paid=served == 0)
+                status, headers, body = await self._answer(request)
                 self.counters.requests.labels(str(status)).inc()
                 if status != 200:
                     headers.append((b"Connection", b"close"))
@@ -473,12 +474,9 @@ class MetricsHttpServer:
                 await writer.drain()
 
     # ---- requests ------------------------------------------------------------------
-    async def _answer(
-        self, request: h11.Request, *, paid: bool = False
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """Status, headers and body for ``request`` (``paid``: its token was taken when
-        the connection was accepted)."""
-        if not paid and not self.budget.take():
+    async def _answer(self, request: h11.Request) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Status, headers and body for ``request``."""
+        if not self.budget.take():
             return 429, [(b"Retry-After", b"1")], b"Too Many Requests\n"
         headers = {name.lower(): value for name, value in request.headers}
         auth = self.access.auth
