@@ -241,13 +241,15 @@ class MetricsSection(_Section):
         "render every scrape)",
     )
     tls_cert_file: str = Field("", description="PEM certificate (chain): serve HTTPS")
-    tls_key_file: str = Field("", description="PEM private key of tls_cert_file (mode 0600)")
+    tls_key_file: str = Field(
+        "", description="PEM private key of tls_cert_file (mode 0600, or 0640 for the group)"
+    )
     tls_client_ca_file: str = Field(
         "", description="PEM CA certificates: require a client certificate (mutual TLS)",
     )
     basic_auth_users_file: str = Field(
         "", description="YAML basic_auth_users: {name: bcrypt hash}, as Prometheus' "
-        "web.config.yml (mode 0600): require HTTP basic auth",
+        "web.config.yml (mode 0600, or 0640 for the group): require HTTP basic auth",
     )
 
     @model_validator(mode="after")

@@ -7,8 +7,8 @@ certificate signed by that CA: mutual TLS) and a ``BasicAuth``. Every problem is
 ``ConfigurationError`` of one line naming the key: a file that is missing or
 unreadable, a certificate and key that do not load or do not match, a users file that
 is not the ``basic_auth_users: {name: bcrypt hash}`` mapping of Prometheus'
-``web.config.yml``, and a users file or private key that its group or others may read
-(like ssh refuses a private key: ``chmod 600`` it).
+``web.config.yml``, and a users file or private key that others may access or its group
+may write (as ``security.key_file``: ``chmod 600``, or 640 for the daemon's group).
 
 ``BasicAuth`` checks ``Authorization: Basic`` credentials. bcrypt is slow on purpose
 (tens of ms at cost 10), so the check is split: ``cached`` is the fast path for the
@@ -127,12 +127,13 @@ def _readable(path: str, key: str) -> os.stat_result:
 
 
 def _private(path: str, key: str) -> None:
-    """Readable by us, by nobody else (group and others have no access at all)."""
+    """Readable by us; no permission for others, none but read for the group (0600, or
+    0640 where the daemon reads it through its group, as ``security.key_file``)."""
     mode = stat.S_IMODE(_readable(path, key).st_mode)
-    if mode & 0o077:
+    if mode & 0o027:
         raise ConfigurationError(
-            f"metrics.{key} {path!r}: permissions {mode:04o} are too open (group or others "
-            f"may access it): chmod 600 {path}"
+            f"metrics.{key} {path!r} is open to others or writable by its group (mode "
+            f"{mode:04o}): chmod 600 {path} (640 to share it with the daemon's group)"
         )
 
 

@@ -412,15 +412,19 @@ def test_unusable_tls_or_users_files_refuse_to_start(pki: dict[str, Path], tmp_p
     assert "metrics.tls_key_file" in refused(**{**good, "tls_key_file": str(tmp_path / "no")})
     loose_key = tmp_path / "loose.key"
     loose_key.write_bytes(pki["server_key"].read_bytes())
-    loose_key.chmod(0o640)
-    assert "too open" in refused(**{**good, "tls_key_file": str(loose_key)})
+    loose_key.chmod(0o644)
+    assert "open to others" in refused(**{**good, "tls_key_file": str(loose_key)})
+    loose_key.chmod(0o660)
+    assert "writable by its group" in refused(**{**good, "tls_key_file": str(loose_key)})
+    loose_key.chmod(0o640)  # read through the daemon's group (a Kubernetes Secret): allowed
+    assert load_access(MetricsSection(**{**good, "tls_key_file": str(loose_key)})).tls
     other_key = tmp_path / "other.key"
     _write_key(other_key, ec.generate_private_key(ec.SECP256R1()))
     assert "do not load" in refused(**{**good, "tls_key_file": str(other_key)})
     loose_users = tmp_path / "users.yml"
     loose_users.write_bytes(pki["users"].read_bytes())
     loose_users.chmod(0o604)
-    assert "too open" in refused(basic_auth_users_file=str(loose_users))
+    assert "open to others" in refused(basic_auth_users_file=str(loose_users))
     for text, why in (
         ("basic_auth_users: [alice]\n", "at least one name"),
         ("basic_auth_users:\n  alice: plain\n", "not a bcrypt hash"),
@@ -489,7 +493,7 @@ async def test_a_daemon_refuses_to_start_with_a_readable_users_file(
     users = tmp_path / "users.yml"
     users.write_bytes(pki["users"].read_bytes())
     users.chmod(0o644)
-    with pytest.raises(ConfigurationError, match="too open"):
+    with pytest.raises(ConfigurationError, match="open to others"):
         await make_cluster(1, metrics={"port": 0, "basic_auth_users_file": str(users)})
     assert DaemonConfig().metrics.address == "127.0.0.1"  # the default stays this host only
 
