@@ -267,6 +267,49 @@ class MetricsSection(_Section):
     enabled: bool = True
     address: str = "127.0.0.1"
     port: int = Field(9464, ge=0, le=65535)
+    max_connections: int = Field(
+        16, ge=1, le=1024,
+        description="connections served at once; more are closed at once and counted "
+        "(amcast_metrics_connections_refused_total{reason=\"max_connections\"})",
+    )
+    header_timeout_s: float = Field(
+        5.0, gt=0, le=300,
+        description="seconds a connection has for its TLS handshake and a whole request "
+        "head, and to read the response; an idle keep-alive connection closes after it",
+    )
+    max_header_bytes: int = Field(
+        8192, ge=1024, le=1 << 20,
+        description="largest request head (request line and headers); larger gets 431",
+    )
+    max_requests_per_s: float = Field(
+        10.0, gt=0, le=10000,
+        description="requests answered per second on average (bursts of one second's "
+        "worth); while none is left nothing is accepted and requests get 429",
+    )
+    render_interval_s: float = Field(
+        1.0, ge=0, le=60,
+        description="scrapes within this many seconds of a render get that render (0: "
+        "render every scrape)",
+    )
+    tls_cert_file: str = Field("", description="PEM certificate (chain): serve HTTPS")
+    tls_key_file: str = Field(
+        "", description="PEM private key of tls_cert_file (mode 0600, or 0640 for the group)"
+    )
+    tls_client_ca_file: str = Field(
+        "", description="PEM CA certificates: require a client certificate (mutual TLS)",
+    )
+    basic_auth_users_file: str = Field(
+        "", description="YAML basic_auth_users: {name: bcrypt hash}, as Prometheus' "
+        "web.config.yml (mode 0600, or 0640 for the group): require HTTP basic auth",
+    )
+
+    @model_validator(mode="after")
+    def _tls(self) -> MetricsSection:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("metrics.tls_cert_file and metrics.tls_key_file go together")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ValueError("metrics.tls_client_ca_file needs tls_cert_file and tls_key_file")
+        return self
 
 
 class LogsSection(_Section):

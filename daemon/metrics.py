@@ -2,15 +2,16 @@
 
 Theory of operation: the hot path never touches a Prometheus object per message. The
 daemon keeps cumulative counters as plain attributes of ``Counters`` (bumped once per
-batch) and the engine keeps its own (``Node.stats``). Prometheus scrapes on
-prometheus-client's HTTP thread, which must not read that live state while the event
-loop changes it: the daemon builds a ``MetricsSnapshot`` *on the event loop* (a frozen
-dataclass of numbers and read-only mappings, ``MetricsSnapshot.build``), on request of
-the scrape thread and periodically, and ``AmcastCollector`` only ever reads the snapshot
-its ``source`` returns. Only the per-batch histograms (delivery latency, Ntail at
+batch) and the engine keeps its own (``Node.stats``). A scrape must not read that live
+state while the event loop changes it: the daemon builds a ``MetricsSnapshot`` *on the
+event loop* (a frozen dataclass of numbers and read-only mappings,
+``MetricsSnapshot.build``), at each render and periodically, and ``AmcastCollector``
+only ever reads the snapshot its ``source`` returns (from another thread, the source
+asks the loop for one). Only the per-batch histograms (delivery latency, Ntail at
 delivery) are prometheus-client ``Histogram`` objects, observed once per delivered
-vertex on the loop; prometheus-client makes those safe to read from its thread.
-``serve`` starts prometheus-client's HTTP server on the configured address (default
+vertex on the loop. ``serve`` starts the endpoint (``amcast.daemon.metrics_http``: on
+the event loop, bounded connections, header timeout, render cache, optional TLS and
+basic auth from ``amcast.daemon.metrics_access``) on the configured address (default
 127.0.0.1) with a private registry.
 
 Membership: ``Metrics.count_event`` counts the Node's membership events on the loop
@@ -32,6 +33,8 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from amcast.daemon.metrics_access import load_access
+from amcast.daemon.metrics_http import MetricsHttpServer
 from amcast.protocols.events import (
     FlushCompleted,
     MemberSuspected,
@@ -39,7 +42,7 @@ from amcast.protocols.events import (
     QuorumLost,
     ViewInstalled,
 )
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -463,7 +466,7 @@ class Metrics:
             "view change: from freezing the old view to installing the next one, per flush",
             buckets=FLUSH_BUCKETS, registry=self.registry,
         )
-        self._server: Any = None
+        self._server: MetricsHttpServer | None = None
 
     def count_event(self, counters: Counters, ev: object) -> None:
         """Count one membership event of ``Node.events()`` (on the event loop)."""
@@ -480,13 +483,14 @@ class Metrics:
             counters.in_doubt["undelivered"] += _messages(ev.payloads)
             counters.in_doubt["delivered_here"] += _messages(ev.delivered_here)
 
-    def serve(self, address: str, port: int) -> int:
-        """Start the HTTP endpoint; returns the bound port (``port=0`` picks one)."""
-        self._server, _thread = start_http_server(port, addr=address, registry=self.registry)
-        return int(self._server.server_address[1])
+    async def serve(self, section: Any) -> int:
+        """Serve the registry on the running loop as ``section`` (a ``MetricsSection``)
+        says (``amcast.daemon.metrics_http``); returns the bound port (``port=0`` picks
+        one). Unusable TLS or users files raise ``ConfigurationError`` first."""
+        self._server = MetricsHttpServer(self.registry, section, load_access(section))
+        return await self._server.start()
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.close()
             self._server = None

@@ -11,8 +11,9 @@ daemon builds at start-up, or tries what the daemon will do, without serving any
 3. the log directory: creatable and writable (``DeliveryLog`` creates it);
 4. the network: ``MulticastTransport(config.network)`` opens the daemon's two multicast
    sockets (bind, group membership on ``network.interface``) and closes them at once;
-5. the metrics endpoint: a throwaway TCP socket bound like prometheus-client's server
-   (``SO_REUSEADDR``) to ``metrics.address:metrics.port``.
+5. the metrics endpoint: a throwaway TCP socket bound like the endpoint's asyncio server
+   (``SO_REUSEADDR``) to ``metrics.address:metrics.port``, and its TLS and users files
+   loaded as the daemon loads them (``amcast.daemon.metrics_access.load_access``).
 
 A failure raises ``ConfigurationError`` (or ``OSError``), which ``amcastd`` prints as one
 line with exit status 2, exactly as the daemon would. On success ``effective`` returns
@@ -31,6 +32,7 @@ from typing import Any
 
 from amcast.daemon.api import directory_problem, socket_path_problem
 from amcast.daemon.config import DaemonConfig
+from amcast.daemon.metrics_access import load_access
 from amcast.daemon.state import StateFile
 from amcast.daemon.transport import open_transport
 from amcast.protocols.errors import ConfigurationError
@@ -64,6 +66,7 @@ def check(config: DaemonConfig) -> dict[str, Any]:
     open_transport(config.network, config.node.id).close()
     if config.metrics.enabled:
         check_tcp_bind(config.metrics.address, config.metrics.port)
+        load_access(config.metrics)  # TLS and users files: present, loadable, private
     return effective(config, node_config, node.phi)
 
 
@@ -80,7 +83,7 @@ def log_files_problem(directory: str) -> str | None:
 
 
 def check_tcp_bind(address: str, port: int) -> None:
-    """Bind (and close) a TCP socket as prometheus-client's HTTP server would."""
+    """Bind (and close) a TCP socket as the metrics endpoint's asyncio server would."""
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:

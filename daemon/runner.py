@@ -211,7 +211,7 @@ class Daemon:
             await self.api.start()
             self._take_metrics_snapshot()
             if cfg.metrics.enabled:
-                self.metrics_port = self.metrics.serve(cfg.metrics.address, cfg.metrics.port)
+                self.metrics_port = await self.metrics.serve(cfg.metrics)
         except BaseException:
             self._close_resources()
             raise
@@ -985,9 +985,10 @@ class Daemon:
         return snap
 
     def _scrape_snapshot(self) -> MetricsSnapshot:
-        """The collector's source, called on prometheus-client's thread: ask the loop for a
-        fresh snapshot; if it does not answer within ``SCRAPE_WAIT_S`` (busy, stopping),
-        serve the latest periodic one. Never reads live state from this thread."""
+        """The collector's source: on the loop (the endpoint renders there), a fresh
+        snapshot; from another thread, ask the loop for one; if it does not answer within
+        ``SCRAPE_WAIT_S`` (busy, stopping), serve the latest periodic one. Never reads
+        live state from another thread."""
         loop = self._loop
         latest = self._metrics_snapshot
         if loop is None or threading.get_ident() == self._loop_thread:

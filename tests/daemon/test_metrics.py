@@ -78,7 +78,8 @@ def http_get(port: int) -> str:
 
 
 async def test_scrapes_never_read_live_daemon_state_on_their_thread(make_cluster: Any) -> None:
-    c = await make_cluster(2)
+    # every scrape renders (no render cache): each must show the delivery just made
+    c = await make_cluster(2, metrics={"port": 0, "render_interval_s": 0})
     d = c.daemons[0]
     loop_thread = threading.get_ident()
     d.counters = WatchedCounters(**{f.name: getattr(d.counters, f.name)

@@ -179,7 +179,10 @@ def test_survivors_export_the_view_without_a_killed_daemon_and_with_it_restarted
     daemon started again (what Restart=on-failure does) rejoins, from its state file, and
     the scrapes show the view of three. Every wait is on the survivors' `view` frames
     (one scrape after each), bounded by VIEW_CHANGE_S, never a sleep."""
-    cluster = LocalCluster(3, tmp_path, protocol={"insecure": True})
+    # each scrape renders (no render cache): one scrape right after each view frame must
+    # show that view, even when the view change came within render_interval_s of the last
+    cluster = LocalCluster(3, tmp_path, protocol={"insecure": True},
+                           extra={"metrics": {"render_interval_s": 0}})
     cluster.start()
     try:
         ports = [cluster.nodes[i].metrics_port for i in (0, 1)]
