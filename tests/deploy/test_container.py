@@ -16,14 +16,29 @@ import yaml
 from tests.deploy.conftest import REPO, require_tool
 
 
-def _compose_config() -> dict:
+def _compose_config(*overrides: str) -> dict:
     tool = require_tool("docker-compose", "Debian package docker-compose")
-    quiet = subprocess.run([tool, "-f", "docker-compose.yml", "config", "-q"], cwd=REPO,
+    files = [arg for name in ("docker-compose.yml", *overrides) for arg in ("-f", name)]
+    quiet = subprocess.run([tool, *files, "config", "-q"], cwd=REPO,
                            capture_output=True, text=True, timeout=60)
     assert quiet.returncode == 0, quiet.stderr
-    full = subprocess.run([tool, "-f", "docker-compose.yml", "--profile", "analytics", "config"],
+    full = subprocess.run([tool, *files, "--profile", "analytics", "config"],
                           cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     return yaml.safe_load(full.stdout)
+
+
+def test_the_unicast_variant_names_every_member_by_its_service_name() -> None:
+    from amcast.daemon.config import load_config
+
+    services = _compose_config("docker-compose.unicast.yml")["services"]
+    nodes = {name: s for name, s in services.items() if name.startswith("amcastd-")}
+    for name, s in nodes.items():
+        env = {k: str(v) for k, v in s["environment"].items()}
+        cfg = load_config(REPO / "config" / "amcastd.toml", env)
+        assert cfg.network.transport == "unicast"
+        assert cfg.node.id == int(name.split("-")[1])
+        assert {cfg.network.peers[m] for m in cfg.node.members} == {
+            f"{other}:{cfg.network.port}" for other in nodes}
 
 
 def test_compose_file_validates_and_describes_the_cluster() -> None:
