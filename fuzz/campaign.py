@@ -36,8 +36,7 @@ WORK = ROOT / "var" / "fuzz"
 REGRESSIONS = ROOT / "fuzz" / "regressions"
 RESULTS = ROOT / "docs" / "fuzz" / "results.md"
 CRASH_PREFIXES = ("crash-", "timeout-", "oom-", "leak-", "slow-unit-")
-STATUS_LINE = re.compile(
-    r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\S+)", re.MULTILINE)
+STATUS_LINE = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/(\S+)", re.MULTILINE)
 FINAL_STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.MULTILINE)
 RESULTS_HEADER = """# Fuzzing results
 
@@ -80,8 +79,8 @@ def dictionary_text(tokens: list[bytes]) -> str:
     lines = []
     for token in tokens:
         body = "".join(
-            chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}"
-            for b in token)
+            chr(b) if 0x20 <= b < 0x7F and b not in (0x22, 0x5C) else f"\\x{b:02x}" for b in token
+        )
         lines.append(f'"{body}"')
     return "\n".join(lines) + "\n"
 
@@ -94,15 +93,26 @@ def crash_files(directory: Path) -> set[str]:
 
 def parse(log: str) -> dict[str, int | str]:
     """The figures of a libFuzzer log (zeros where it printed none)."""
-    stats: dict[str, int | str] = {"executions": 0, "exec_per_s": 0, "new_units": 0,
-                                   "peak_rss_mb": 0, "cov": 0, "ft": 0,
-                                   "corpus_files": 0, "corpus_size": "0b"}
+    stats: dict[str, int | str] = {
+        "executions": 0,
+        "exec_per_s": 0,
+        "new_units": 0,
+        "peak_rss_mb": 0,
+        "cov": 0,
+        "ft": 0,
+        "corpus_files": 0,
+        "corpus_size": "0b",
+    }
     lines = STATUS_LINE.findall(log)
     if lines:
         _, cov, ft, files, size = lines[-1]
         stats.update(cov=int(cov), ft=int(ft), corpus_files=int(files), corpus_size=size)
-    names = {"number_of_executed_units": "executions", "average_exec_per_sec": "exec_per_s",
-             "new_units_added": "new_units", "peak_rss_mb": "peak_rss_mb"}
+    names = {
+        "number_of_executed_units": "executions",
+        "average_exec_per_sec": "exec_per_s",
+        "new_units_added": "new_units",
+        "peak_rss_mb": "peak_rss_mb",
+    }
     for key, value in FINAL_STAT.findall(log):
         if key in names:
             stats[names[key]] = int(value)
@@ -118,9 +128,17 @@ def run_target(name: str, seconds: int, niceness: int, python: str) -> Outcome:
     for d in (corpus, crashes, logs):
         d.mkdir(parents=True, exist_ok=True)
     write_inputs(seeds, module.seeds())
-    args = [python, "-m", "fuzz.run", name, f"-max_total_time={seconds}",
-            "-print_final_stats=1", f"-timeout={module.TIMEOUT_S}",
-            f"-max_len={module.MAX_LEN}", f"-artifact_prefix={crashes}/"]
+    args = [
+        python,
+        "-m",
+        "fuzz.run",
+        name,
+        f"-max_total_time={seconds}",
+        "-print_final_stats=1",
+        f"-timeout={module.TIMEOUT_S}",
+        f"-max_len={module.MAX_LEN}",
+        f"-artifact_prefix={crashes}/",
+    ]
     tokens = getattr(module, "DICTIONARY", None)
     if tokens:
         dict_path = WORK / "dict" / f"{name}.dict"
@@ -136,21 +154,30 @@ def run_target(name: str, seconds: int, niceness: int, python: str) -> Outcome:
     print(f"fuzz: {name} for {seconds} s (log: {log_path.relative_to(ROOT)})", flush=True)
     start = time.monotonic()
     with log_path.open("w") as log:
-        proc = subprocess.run(["nice", "-n", str(niceness), *args], cwd=ROOT,
-                              stdout=log, stderr=subprocess.STDOUT, check=False)
+        proc = subprocess.run(
+            ["nice", "-n", str(niceness), *args],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     elapsed = time.monotonic() - start
     stats = parse(log_path.read_text(errors="replace"))
     found = sorted(crash_files(crashes) - before)
-    outcome = Outcome(name, round(elapsed), crashes=found, exit_code=proc.returncode,
-                      **stats)  # type: ignore[arg-type]
+    outcome = Outcome(name, round(elapsed), crashes=found, exit_code=proc.returncode, **stats)  # type: ignore[arg-type]
     if outcome.corpus_files == 0:  # libFuzzer printed no status line: count ourselves
         outcome.corpus_files = sum(1 for _ in corpus.iterdir())
-    print(f"fuzz: {name}: {outcome.executions} executions, {outcome.exec_per_s} exec/s, "
-          f"cov {outcome.cov}, ft {outcome.ft}, corpus {outcome.corpus_files}, "
-          f"crashes {len(found)}", flush=True)
+    print(
+        f"fuzz: {name}: {outcome.executions} executions, {outcome.exec_per_s} exec/s, "
+        f"cov {outcome.cov}, ft {outcome.ft}, corpus {outcome.corpus_files}, "
+        f"crashes {len(found)}",
+        flush=True,
+    )
     if proc.returncode != 0 and not found:
-        print(f"fuzz: {name} exited {proc.returncode} without a crash file; see {log_path}",
-              file=sys.stderr)
+        print(
+            f"fuzz: {name} exited {proc.returncode} without a crash file; see {log_path}",
+            file=sys.stderr,
+        )
     return outcome
 
 
@@ -163,26 +190,31 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return (f"{platform.node()}, {cpu}, {os.cpu_count()} CPUs, Python "
-            f"{platform.python_version()}, atheris {importlib.metadata.version('atheris')}")
+    return (
+        f"{platform.node()}, {cpu}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, atheris {importlib.metadata.version('atheris')}"
+    )
 
 
 def commit() -> str:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                              check=False).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" (uncommitted changes)" if git("status", "--porcelain", "--", "fuzz",
-                                                   "protocols", "amcast", "daemon") else "")
+    return head + (
+        " (uncommitted changes)"
+        if git("status", "--porcelain", "--", "fuzz", "protocols", "amcast", "daemon")
+        else ""
+    )
 
 
 def report(outcomes: list[Outcome], started: dt.datetime, niceness: int) -> str:
     rows = [
         f"## {started:%Y-%m-%d %H:%M} UTC",
         "",
-        f"Machine: {machine()}. Commit {commit()}. `nice -n {niceness}`, one target at a "
-        "time.",
+        f"Machine: {machine()}. Commit {commit()}. `nice -n {niceness}`, one target at a time.",
         "",
         "| target | seconds | executions | exec/s | cov | ft | corpus | new units "
         "| peak RSS MB | crashes |",
@@ -192,10 +224,14 @@ def report(outcomes: list[Outcome], started: dt.datetime, niceness: int) -> str:
         rows.append(
             f"| {o.target} | {o.seconds} | {o.executions} | {o.exec_per_s} | {o.cov} | {o.ft} "
             f"| {o.corpus_files} ({o.corpus_size}) | {o.new_units} | {o.peak_rss_mb} "
-            f"| {len(o.crashes)} |")
+            f"| {len(o.crashes)} |"
+        )
     total = sum(o.seconds for o in outcomes)
-    rows += ["", f"Total: {total} s, {sum(o.executions for o in outcomes)} executions, "
-             f"{sum(len(o.crashes) for o in outcomes)} crashes."]
+    rows += [
+        "",
+        f"Total: {total} s, {sum(o.executions for o in outcomes)} executions, "
+        f"{sum(len(o.crashes) for o in outcomes)} crashes.",
+    ]
     for o in outcomes:
         for name in o.crashes:
             rows.append(f"- {o.target}: `var/fuzz/crashes/{o.target}/{name}`")
@@ -203,14 +239,22 @@ def report(outcomes: list[Outcome], started: dt.datetime, niceness: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fuzz.campaign", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("targets", nargs="*", default=list(TARGETS),
-                        help=f"targets to run, in order (default: {' '.join(TARGETS)})")
+    parser = argparse.ArgumentParser(
+        prog="python -m fuzz.campaign",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "targets",
+        nargs="*",
+        default=list(TARGETS),
+        help=f"targets to run, in order (default: {' '.join(TARGETS)})",
+    )
     parser.add_argument("--seconds", type=int, default=600, help="fuzzing time per target")
     parser.add_argument("--nice", type=int, default=19, help="niceness of the fuzzer")
-    parser.add_argument("--results", type=Path, default=RESULTS,
-                        help="markdown file the summary is appended to")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="markdown file the summary is appended to"
+    )
     args = parser.parse_args(argv)
     unknown = [t for t in args.targets if t not in TARGETS]
     if unknown:

@@ -49,8 +49,9 @@ DETAIL_CUT = 200
 
 def new_node(in_view: bool) -> Node:
     view = ViewRecord.agreed(MEMBERS) if in_view else None
-    return Node(CONFIG, node_id=ME, members=MEMBERS, rng=random.Random(0), now=0.0,
-                initial_view=view)
+    return Node(
+        CONFIG, node_id=ME, members=MEMBERS, rng=random.Random(0), now=0.0, initial_view=view
+    )
 
 
 def records(data: bytes) -> list[tuple[int, bytes]]:
@@ -68,7 +69,8 @@ def records(data: bytes) -> list[tuple[int, bytes]]:
 def pack(flags: int, conversation: list[tuple[int, bytes]]) -> bytes:
     """The inverse of ``records``: an input from a flags byte and ``(step, body)`` pairs."""
     return bytes((flags,)) + b"".join(
-        RECORD.pack(step, len(body)) + body for step, body in conversation)
+        RECORD.pack(step, len(body)) + body for step, body in conversation
+    )
 
 
 def _comparable(dg: Datagram | MembershipDatagram) -> Datagram | MembershipDatagram:
@@ -122,8 +124,17 @@ def _conversation(in_view: bool, steps: int, seed: int) -> list[tuple[int, bytes
     """What node 1 hears from nodes 2 and 3 while the three run over a perfect network
     (nodes 2 and 3 submitting small, large and safe messages when in a view)."""
     start = ViewRecord.agreed(MEMBERS) if in_view else None
-    nodes = {n: Node(CONFIG, node_id=n, members=MEMBERS, rng=random.Random(seed * 10 + n),
-                     now=0.0, initial_view=start) for n in MEMBERS}
+    nodes = {
+        n: Node(
+            CONFIG,
+            node_id=n,
+            members=MEMBERS,
+            rng=random.Random(seed * 10 + n),
+            now=0.0,
+            initial_view=start,
+        )
+        for n in MEMBERS
+    }
     heard: list[tuple[int, bytes]] = []
     now, last = 0.0, 0.0
     for step in range(steps):
