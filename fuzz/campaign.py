@@ -210,11 +210,11 @@ def commit() -> str:
     )
 
 
-def report(outcomes: list[Outcome], started: dt.datetime, niceness: int) -> str:
+def report(outcomes: list[Outcome], started: dt.datetime, niceness: int, revision: str) -> str:
     rows = [
         f"## {started:%Y-%m-%d %H:%M} UTC",
         "",
-        f"Machine: {machine()}. Commit {commit()}. `nice -n {niceness}`, one target at a time.",
+        f"Machine: {machine()}. Commit {revision}. `nice -n {niceness}`, one target at a time.",
         "",
         "| target | seconds | executions | exec/s | cov | ft | corpus | new units "
         "| peak RSS MB | crashes |",
@@ -261,9 +261,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown target(s) {', '.join(unknown)}; targets: {', '.join(TARGETS)}")
     if args.seconds < 1:
         parser.error("--seconds must be >= 1")
-    started = dt.datetime.now(dt.UTC)
+    started, revision = dt.datetime.now(dt.UTC), commit()  # what was fuzzed
     outcomes = [run_target(t, args.seconds, args.nice, sys.executable) for t in args.targets]
-    text = report(outcomes, started, args.nice)
+    text = report(outcomes, started, args.nice, revision)
     args.results.parent.mkdir(parents=True, exist_ok=True)
     existing = args.results.read_text() if args.results.exists() else RESULTS_HEADER
     args.results.write_text(existing.rstrip("\n") + "\n\n" + text)
