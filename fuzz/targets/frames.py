@@ -167,7 +167,7 @@ def _partial(stream: bytes, limit: int) -> int:
 async def _converse(step: int, stream: bytes) -> MemoryTransport:
     backend = RecordingBackend()
     server = ApiServer(API, backend)
-    conn = server._new_connection()
+    conn = ClientConnection(server, 1)
     transport = MemoryTransport()
     conn.connection_made(transport)
     for i in range(0, len(stream), step):
