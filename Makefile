@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean deploy-tools lock
+.PHONY: install test lint demo bench clean deploy-tools lock fuzz
 
 install: $(STAMP)
 
@@ -55,6 +55,20 @@ lock:
 
 bench: install
 	$(VENV)/bin/amcast bench engine
+
+# Coverage-guided fuzzing (fuzz/, atheris): FUZZ_SECONDS per target, one target at a
+# time under nice; the corpus accumulates in var/fuzz, the summary goes to
+# docs/fuzz/results.md. atheris is installed here on demand, never by `make install`.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= datagram frames envelope config
+
+fuzz: install
+	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install --quiet atheris || { \
+	  echo "*** make fuzz needs atheris, which could not be installed into $(VENV):"; \
+	  echo "*** pip needs a wheel for this Python/platform (CPython 3.11+ on x86_64 Linux)"; \
+	  echo "*** or clang with libFuzzer to build one (see https://github.com/google/atheris)"; \
+	  exit 1; }
+	$(PY) -m fuzz.campaign --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -567,6 +567,10 @@ def load_config(
             raise ConfigurationError(f"config file {path} does not exist") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigurationError(f"config file {path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:  # tomllib decodes the bytes before it parses
+            raise ConfigurationError(
+                f"config file {path} is not valid TOML: not UTF-8 at byte {exc.start}"
+            ) from None
     for section, keys in env_overrides(environ).items():
         current = data.get(section, {})
         if not isinstance(current, dict):

@@ -217,8 +217,11 @@ class ReliableLayer:
                 self._drop(status, f"vertex {v.id}")
             touched.add(v.origin)
             touched.update(node for node, _ in v.acks)
+        members = releaser.released
         for node in touched:
-            if node != self.node_id and releaser.has_gap(node):
+            # a duplicate's acks were never checked (``offer`` stops at the duplicate):
+            # one naming a non-member must not reach the per-member tables
+            if node != self.node_id and node in members and releaser.has_gap(node):
                 self._nacks.gap_noticed(node, now)
         return released
 

@@ -69,6 +69,15 @@ def test_bad_configuration_is_a_clear_error(
         load_config(path, env)
 
 
+def test_file_not_utf8_is_a_clear_error(tmp_path: Path) -> None:
+    """Found by the config fuzz target (fuzz/regressions/config): tomllib raises
+    UnicodeDecodeError, not TOMLDecodeError, for bytes that are not UTF-8."""
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b"[node]\nid = 1\n# caf\xe9\n")
+    with pytest.raises(ConfigurationError, match="not valid TOML: not UTF-8 at byte 19"):
+        load_config(path, {})
+
+
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         load_config(tmp_path / "nope.toml", {})

@@ -50,7 +50,7 @@ def test_truncated_stream_is_reported() -> None:
     assert err is not None and err.code == "truncated_frame"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.lists(st.binary(max_size=64), max_size=20), st.integers(1, 16))
 def test_fuzz_never_raises_and_stays_bounded(chunks: list[bytes], step: int) -> None:
     dec = FrameDecoder(max_frame_bytes=256)
@@ -63,7 +63,7 @@ def test_fuzz_never_raises_and_stays_bounded(chunks: list[bytes], step: int) -> 
         assert dec.buffered <= 256 + 4 + step
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(
     st.lists(
         st.dictionaries(

@@ -24,7 +24,7 @@ FIRST = DurableState(
 )
 STATES = [DurableState(node_id=0), DurableState(node_id=2**32 - 1, incarnation=2**63 - 1),
           FULL, FIRST]
-FUZZ = settings(max_examples=400, derandomize=True, database=None, deadline=None,
+FUZZ = settings(max_examples=2000, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 

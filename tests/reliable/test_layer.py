@@ -117,6 +117,21 @@ def test_duplicates_are_counted_and_not_released_twice() -> None:
     assert c.released == [(1, 1), (1, 2)]
 
 
+def test_a_duplicate_acking_a_non_member_is_only_a_duplicate() -> None:
+    """Found by the datagram fuzz target (fuzz/regressions/datagram): a vertex received
+    again with an ack naming a node outside the view raised KeyError in the gap check
+    (``offer`` returns at the duplicate before it checks the acks)."""
+    a, c = Peer(1), Peer(3)
+    a1 = a.send(0.0)
+    c.receive(a1, 0.0)
+    (v,) = a1.vertices
+    forged = replace(v, acks=((33, 8),))
+    assert c.receive(Datagram(Kind.DATA, 1, VIEW, 1, (), (forged,)), 0.0) == []
+    assert c.layer.receive(repair(2, forged), 0.0) == []
+    assert c.counters.duplicates == 2
+    assert c.released == [(1, 1)] and c.drops == []
+
+
 def test_a_dropped_datagram_is_nacked_at_the_nack_deadline_and_repaired() -> None:
     a, b, c = Peer(1), Peer(2), Peer(3)
     d1, d2, d3 = (a.send(0.0, bytes([i])) for i in range(3))

@@ -56,7 +56,7 @@ KEYED = authenticator(b"m" * 32)
 INSECURE = authenticator(None)
 AUTHS = (KEYED, INSECURE)
 LIMITS = WireLimits(max_members=16, max_held_report=8)
-FUZZ = settings(max_examples=300, derandomize=True, database=None, deadline=None,
+FUZZ = settings(max_examples=1000, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 # ----------------------------------------------------------------------------- samples
@@ -422,7 +422,7 @@ def test_byte_mutated_valid_datagrams(dg: Datagram | MembershipDatagram,
             decodes_or_fails_cleanly(bytes(raw[:cut]) + bytes(raw[cut + 1:]), auth)
 
 
-@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
 @given(any_dg)
 def test_truncated_at_every_offset(dg: Datagram | MembershipDatagram) -> None:
     for auth in AUTHS:
