@@ -82,6 +82,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="attack datagrams per second at most (default 0: as fast as possible)",
     )
+    p.add_argument(
+        "--attacker-nice",
+        type=int,
+        default=0,
+        help="run the attacker at this nice level (e.g. 19): on a host with fewer cores "
+        "than processes, what the daemons' handling of the flood costs, apart from the "
+        "attacker's own CPU (default 0)",
+    )
     p.add_argument("--window", type=float, default=5.0, help="baseline seconds (default 5)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds before the baseline")
     p.add_argument(
@@ -340,6 +348,8 @@ def _attack(
         cmd += ["--rate", str(args.attack_rate)]
     if target_port:
         cmd += ["--target-port", str(target_port)]
+    if args.attacker_nice:
+        cmd = ["nice", "-n", str(args.attacker_nice), *cmd]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"attacker {kind} exited {done.returncode}: {done.stderr[-400:]}")
