@@ -174,23 +174,15 @@ def open_send_socket(net: NetworkSection) -> socket.socket:
     return sock
 
 
-class MulticastTransport:
-    """The daemon's two multicast sockets (see the module docstring)."""
+class DatagramSocketTransport:
+    """What both transports share: counters, send-error triage and the reader that
+    drains a socket (up to ``batch`` datagrams per wake-up) into one engine call."""
 
-    def __init__(self, net: NetworkSection, *, batch: int = 256) -> None:
+    net: NetworkSection
+
+    def __init__(self, net: NetworkSection, batch: int) -> None:
         self.net = net
         self._batch = batch
-        self._dest = (net.group, net.port)
-        self._rx = open_receive_socket(net)
-        try:
-            self._tx = open_send_socket(net)
-        except BaseException:
-            self._rx.close()
-            raise
-        self.own_address: tuple[str, int] = self._tx.getsockname()[:2]
-        self.own_addresses: set[tuple[str, int]] = {self.own_address}
-        """Send sockets of this daemon (two with a redundant link): their loopback copies
-        are skipped."""
         self.send_errors: Counter[str] = Counter()
         self.datagrams_sent = 0
         self.bytes_sent = 0
@@ -199,30 +191,17 @@ class MulticastTransport:
         self.on_send_error: Callable[[str, str], None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @property
-    def rcvbuf(self) -> int:
-        return self._rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-
-    def receive_only_joined(self) -> None:
-        """Get only the groups this socket joined, on its own interface (Linux
-        ``IP_MULTICAST_ALL`` off): two links' sockets on one port each get their own
-        link's copies."""
-        if self.net.ipv6:
-            self._rx.setsockopt(socket.IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0)
-        else:
-            self._rx.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
-
-    def start(
-        self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
-    ) -> None:
-        rx = self._rx
-        own = self.own_addresses
+    def _add_reader(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                    on_datagrams: Callable[[list[bytes]], None],
+                    skip: set[tuple[str, int]]) -> None:
+        """Call ``on_datagrams`` once per wake-up with what ``sock`` holds, leaving out
+        datagrams from the addresses in ``skip`` (our own, looped back)."""
         batch = self._batch
 
         def readable() -> None:
             got: list[bytes] = []
             nbytes = 0
-            recvfrom = rx.recvfrom
+            recvfrom = sock.recvfrom
             for _ in range(batch):
                 try:
                     data, addr = recvfrom(MAX_DATAGRAM)
@@ -231,7 +210,7 @@ class MulticastTransport:
                 except OSError as exc:  # e.g. ECONNREFUSED from an ICMP; never fatal
                     self._count_error(exc)
                     break
-                if addr[:2] in own:  # IPv6 addresses are 4-tuples
+                if skip and addr[:2] in skip:  # IPv6 addresses are 4-tuples
                     continue
                 got.append(data)
                 nbytes += len(data)
@@ -241,11 +220,17 @@ class MulticastTransport:
                 on_datagrams(got)
 
         self._loop = loop
-        loop.add_reader(rx.fileno(), readable)
+        loop.add_reader(sock.fileno(), readable)
 
-    def send(self, datagrams: list[bytes]) -> None:
-        sendto = self._tx.sendto
-        dest = self._dest
+    def _remove_reader(self, sock: socket.socket) -> None:
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(sock.fileno())
+        self._loop = None
+
+    def _send_each(self, sendto: Callable[[bytes, tuple[str, int]], int],
+                   datagrams: list[bytes], dest: tuple[str, int]) -> None:
+        """Send every datagram to ``dest``; a refused one is counted, never raised (the
+        engine's repair resends it)."""
         for data in datagrams:
             try:
                 sendto(data, dest)
@@ -263,10 +248,47 @@ class MulticastTransport:
         if first and self.on_send_error is not None:
             self.on_send_error(reason, errno_hint(exc.errno or 0, self.net))
 
+
+class MulticastTransport(DatagramSocketTransport):
+    """The daemon's two multicast sockets (see the module docstring)."""
+
+    def __init__(self, net: NetworkSection, *, batch: int = 256) -> None:
+        super().__init__(net, batch)
+        self._dest = (net.group, net.port)
+        self._rx = open_receive_socket(net)
+        try:
+            self._tx = open_send_socket(net)
+        except BaseException:
+            self._rx.close()
+            raise
+        self.own_address: tuple[str, int] = self._tx.getsockname()[:2]
+        self.own_addresses: set[tuple[str, int]] = {self.own_address}
+        """Send sockets of this daemon (two with a redundant link): their loopback copies
+        are skipped."""
+
+    @property
+    def rcvbuf(self) -> int:
+        return self._rx.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+    def receive_only_joined(self) -> None:
+        """Get only the groups this socket joined, on its own interface (Linux
+        ``IP_MULTICAST_ALL`` off): two links' sockets on one port each get their own
+        link's copies."""
+        if self.net.ipv6:
+            self._rx.setsockopt(socket.IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0)
+        else:
+            self._rx.setsockopt(socket.IPPROTO_IP, IP_MULTICAST_ALL, 0)
+
+    def start(
+        self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
+    ) -> None:
+        self._add_reader(loop, self._rx, on_datagrams, self.own_addresses)
+
+    def send(self, datagrams: list[bytes]) -> None:
+        self._send_each(self._tx.sendto, datagrams, self._dest)
+
     def close(self) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(self._rx.fileno())
-        self._loop = None
+        self._remove_reader(self._rx)
         for sock in (self._rx, self._tx):
             try:
                 if sock is self._rx:

@@ -26,11 +26,10 @@ import asyncio
 import errno
 import ipaddress
 import socket
-from collections import Counter
 from collections.abc import Callable, Mapping
 
 from amcast.daemon.config import NetworkSection, split_host_port
-from amcast.daemon.transport import MAX_DATAGRAM, TransportSetupError, errno_hint
+from amcast.daemon.transport import DatagramSocketTransport, TransportSetupError, errno_hint
 
 
 def is_literal(host: str) -> bool:
@@ -75,14 +74,13 @@ def open_unicast_socket(net: NetworkSection) -> socket.socket:
     return sock
 
 
-class UnicastTransport:
+class UnicastTransport(DatagramSocketTransport):
     """One UDP socket; every datagram to each member's address (module docstring)."""
 
     def __init__(self, net: NetworkSection, node_id: int, *, batch: int = 256,
                  on_resolve_error: Callable[[int, str], None] | None = None) -> None:
-        self.net = net
+        super().__init__(net, batch)
         self.node_id = node_id
-        self._batch = batch
         self._family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
         self._sock = open_unicast_socket(net)
         self.own_address: tuple[str, int] = self._sock.getsockname()[:2]
@@ -90,15 +88,8 @@ class UnicastTransport:
         """Node id -> (host as configured, port)."""
         self.addresses: dict[int, tuple[str, int]] = {}
         """Node id -> the resolved (IPv4, port) datagrams go to now."""
-        self.send_errors: Counter[str] = Counter()
-        self.datagrams_sent = 0
-        self.bytes_sent = 0
-        self.datagrams_received = 0
-        self.bytes_received = 0
-        self.on_send_error: Callable[[str, str], None] | None = None
         self.on_resolve_error = on_resolve_error
         self._failed_names: set[str] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._resolver: asyncio.Task[None] | None = None
         self.set_peers(net.peers, resolve=True)
 
@@ -156,30 +147,7 @@ class UnicastTransport:
     def start(
         self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
     ) -> None:
-        sock = self._sock
-        batch = self._batch
-
-        def readable() -> None:
-            got: list[bytes] = []
-            nbytes = 0
-            recv = sock.recv
-            for _ in range(batch):
-                try:
-                    data = recv(MAX_DATAGRAM)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as exc:  # ECONNREFUSED from an ICMP of a dead peer: not fatal
-                    self._count_error(exc)
-                    continue
-                got.append(data)
-                nbytes += len(data)
-            if got:
-                self.datagrams_received += len(got)
-                self.bytes_received += nbytes
-                on_datagrams(got)
-
-        self._loop = loop
-        loop.add_reader(sock.fileno(), readable)
+        self._add_reader(loop, self._sock, on_datagrams, set())
         if any(not is_literal(host) for host, _ in self.peers.values()):
             self._resolver = loop.create_task(self._resolve_forever())
 
@@ -187,31 +155,16 @@ class UnicastTransport:
         sendto = self._sock.sendto
         targets = list(self.addresses.values())
         unresolved = len(self.peers) - len(targets)
-        for data in datagrams:
+        for data in datagrams:  # each datagram to every peer before the next one
+            one = [data]
             for dest in targets:
-                try:
-                    sendto(data, dest)
-                except OSError as exc:
-                    self._count_error(exc)
-                    continue
-                self.datagrams_sent += 1
-                self.bytes_sent += len(data)
+                self._send_each(sendto, one, dest)
         if unresolved:
             self.send_errors["unresolved"] += unresolved * len(datagrams)
-
-    def _count_error(self, exc: OSError) -> None:
-        name = errno.errorcode.get(exc.errno or 0, "unknown").lower()
-        reason = f"send_{name}" if name != "unknown" else "send_error"
-        first = reason not in self.send_errors
-        self.send_errors[reason] += 1
-        if first and self.on_send_error is not None:
-            self.on_send_error(reason, errno_hint(exc.errno or 0, self.net))
 
     def close(self) -> None:
         if self._resolver is not None:
             self._resolver.cancel()
             self._resolver = None
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(self._sock.fileno())
-        self._loop = None
+        self._remove_reader(self._sock)
         self._sock.close()

@@ -11,10 +11,7 @@ stays inside the namespaces; everything is removed afterwards, even on failure.
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,15 +21,12 @@ from amcast.client import Client
 from amcast.demo import check_sequences
 from amcast.loadgen import LoadReport, Receiver
 from amcast.localcluster import LocalCluster
+from tests.deploy.netns import ip, namespaces_or_skip
 from tests.steady import STEADY
 
 NODES = 3
 PER_NODE = 300
 
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20,
-                          check=check)
 
 
 @pytest.fixture(params=["multicast", "unicast", "multicast-ipv6", "unicast-ipv6"])
@@ -41,14 +35,8 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
     multicast route, so nothing of the unicast path can use it; ``-ipv6``: only IPv6
     unique-local addresses (fd42:R::/64, no DAD wait), an ff05:: group for multicast."""
     transport, _, version = request.param.partition("-")
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2 (`ip`)")
-    tag = secrets.token_hex(3)
+    tag = namespaces_or_skip("amc")
     subnet = 1 + int(tag, 16) % 250
-    probe = f"amcp{tag}"
-    if _ip("netns", "add", probe, check=False).returncode != 0:
-        pytest.skip("this machine forbids creating network namespaces (`ip netns add` failed)")
-    _ip("netns", "del", probe)
     bridge = f"amb{tag}"
     names = [f"amc{tag}n{i}" for i in range(NODES)]
     if version == "ipv6":
@@ -56,15 +44,15 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
     else:
         addresses = [f"10.231.{subnet}.{10 + i}" for i in range(NODES)]
     try:
-        _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-        _ip("link", "set", bridge, "up")
+        ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
+        ip("link", "set", bridge, "up")
         for i, (ns, addr) in enumerate(zip(names, addresses, strict=True)):
             outer, inner = f"amo{tag}{i}", f"ami{tag}{i}"
-            _ip("netns", "add", ns)
-            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-            _ip("link", "set", inner, "netns", ns)
-            _ip("link", "set", outer, "master", bridge)
-            _ip("link", "set", outer, "up")
+            ip("netns", "add", ns)
+            ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            ip("link", "set", inner, "netns", ns)
+            ip("link", "set", outer, "master", bridge)
+            ip("link", "set", outer, "up")
             if version == "ipv6":
                 setup = [("-6", "addr", "add", f"{addr}/64", "dev", inner, "nodad"),
                          ("link", "set", "lo", "up")]
@@ -80,12 +68,12 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
                 setup += [("link", "set", inner, "up", "multicast", "off"),
                           ("link", "set", "lo", "multicast", "off")]
             for args in setup:
-                _ip("-n", ns, *args)
+                ip("-n", ns, *args)
         yield names, addresses, request.param
     finally:
         for ns in names:
-            _ip("netns", "del", ns, check=False)
-        _ip("link", "del", bridge, check=False)
+            ip("netns", "del", ns, check=False)
+        ip("link", "del", bridge, check=False)
 
 
 async def _run(cluster: LocalCluster) -> list[LoadReport]:

@@ -24,8 +24,6 @@ removed afterwards, even on failure.
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
 import shutil
 import subprocess
 import time
@@ -37,15 +35,12 @@ import pytest
 
 from amcast.faultload import DELIVER, GAP, FaultRun, Recorder
 from amcast.localcluster import LocalCluster
+from tests.deploy.netns import ip, namespaces_or_skip
 
 NODES = 4
 WAIT = 30.0
 LOAD_S = 1.0
 
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20,
-                          check=check)
 
 
 @dataclass
@@ -60,42 +55,36 @@ class Lan:
         """Cut ``side`` off from the others; the time just before."""
         at = time.monotonic()
         for i in side:
-            _ip("link", "set", self.outer[i], "master", self.bridges[1])
+            ip("link", "set", self.outer[i], "master", self.bridges[1])
         return at
 
     def heal(self) -> float:
         at = time.monotonic()
         for port in self.outer:
-            _ip("link", "set", port, "master", self.bridges[0])
+            ip("link", "set", port, "master", self.bridges[0])
         return at
 
 
 @pytest.fixture(params=["multicast", "unicast"])
 def lan(request: pytest.FixtureRequest) -> Iterator[Lan]:
     transport = request.param
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2 (`ip`)")
-    tag = secrets.token_hex(3)
+    tag = namespaces_or_skip("amq")
     subnet = 1 + int(tag, 16) % 250
-    probe = f"amqp{tag}"
-    if _ip("netns", "add", probe, check=False).returncode != 0:
-        pytest.skip("this machine forbids creating network namespaces (`ip netns add` failed)")
-    _ip("netns", "del", probe)
     bridges = (f"amqa{tag}", f"amqb{tag}")
     names = [f"amq{tag}n{i}" for i in range(NODES)]
     addresses = [f"10.232.{subnet}.{10 + i}" for i in range(NODES)]
     outer = [f"amqo{tag}{i}" for i in range(NODES)]
     try:
         for bridge in bridges:
-            _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-            _ip("link", "set", bridge, "up")
+            ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
+            ip("link", "set", bridge, "up")
         for i, (ns, addr) in enumerate(zip(names, addresses, strict=True)):
             inner = f"amqi{tag}{i}"
-            _ip("netns", "add", ns)
-            _ip("link", "add", outer[i], "type", "veth", "peer", "name", inner)
-            _ip("link", "set", inner, "netns", ns)
-            _ip("link", "set", outer[i], "master", bridges[0])
-            _ip("link", "set", outer[i], "up")
+            ip("netns", "add", ns)
+            ip("link", "add", outer[i], "type", "veth", "peer", "name", inner)
+            ip("link", "set", inner, "netns", ns)
+            ip("link", "set", outer[i], "master", bridges[0])
+            ip("link", "set", outer[i], "up")
             setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up")]
             if transport == "multicast":
                 setup += [("link", "set", inner, "up", "multicast", "on"),
@@ -104,13 +93,13 @@ def lan(request: pytest.FixtureRequest) -> Iterator[Lan]:
                 setup += [("link", "set", inner, "up", "multicast", "off"),
                           ("link", "set", "lo", "multicast", "off")]
             for args in setup:
-                _ip("-n", ns, *args)
+                ip("-n", ns, *args)
         yield Lan(names, addresses, outer, bridges, transport)
     finally:
         for ns in names:
-            _ip("netns", "del", ns, check=False)
+            ip("netns", "del", ns, check=False)
         for bridge in bridges:
-            _ip("link", "del", bridge, check=False)
+            ip("link", "del", bridge, check=False)
 
 
 def delivered_between(rec: Recorder, start: float, end: float) -> int:

@@ -12,10 +12,6 @@ changes (no member was suspected), and the whole history is judged by
 from __future__ import annotations
 
 import asyncio
-import os
-import secrets
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,15 +21,12 @@ import pytest
 
 from amcast.faultload import DELIVER, FaultRun, Recorder
 from amcast.localcluster import LocalCluster
+from tests.deploy.netns import ip, namespaces_or_skip
 
 NODES = 3
 CUT_S = 1.5
 WAIT = 30.0
 
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20,
-                          check=check)
 
 
 @dataclass
@@ -46,26 +39,20 @@ class TwoLinks:
     def cut(self, link: int) -> float:
         at = time.monotonic()
         for port in self.outer[link]:
-            _ip("link", "set", port, "nomaster")
+            ip("link", "set", port, "nomaster")
         return at
 
     def heal(self, link: int) -> float:
         at = time.monotonic()
         for port in self.outer[link]:
-            _ip("link", "set", port, "master", self.bridges[link])
+            ip("link", "set", port, "master", self.bridges[link])
         return at
 
 
 @pytest.fixture
 def two_links() -> Iterator[TwoLinks]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2 (`ip`)")
-    tag = secrets.token_hex(3)
+    tag = namespaces_or_skip("amr")
     subnet = 1 + int(tag, 16) % 250
-    probe = f"amrp{tag}"
-    if _ip("netns", "add", probe, check=False).returncode != 0:
-        pytest.skip("this machine forbids creating network namespaces (`ip netns add` failed)")
-    _ip("netns", "del", probe)
     bridges = (f"amra{tag}", f"amrb{tag}")
     names = [f"amr{tag}n{i}" for i in range(NODES)]
     addresses = ([f"10.233.{subnet}.{10 + i}" for i in range(NODES)],
@@ -73,27 +60,27 @@ def two_links() -> Iterator[TwoLinks]:
     outer = ([f"amroa{tag}{i}" for i in range(NODES)], [f"amrob{tag}{i}" for i in range(NODES)])
     try:
         for bridge in bridges:
-            _ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-            _ip("link", "set", bridge, "up")
+            ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
+            ip("link", "set", bridge, "up")
         for i, ns in enumerate(names):
-            _ip("netns", "add", ns)
-            _ip("-n", ns, "link", "set", "lo", "up")
+            ip("netns", "add", ns)
+            ip("-n", ns, "link", "set", "lo", "up")
             for link in (0, 1):
                 inner = f"amri{'ab'[link]}{tag}{i}"
-                _ip("link", "add", outer[link][i], "type", "veth", "peer", "name", inner)
-                _ip("link", "set", inner, "netns", ns)
-                _ip("link", "set", outer[link][i], "master", bridges[link])
-                _ip("link", "set", outer[link][i], "up")
-                _ip("-n", ns, "addr", "add", f"{addresses[link][i]}/24", "dev", inner)
-                _ip("-n", ns, "link", "set", inner, "up", "multicast", "on")
-                _ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", inner,
+                ip("link", "add", outer[link][i], "type", "veth", "peer", "name", inner)
+                ip("link", "set", inner, "netns", ns)
+                ip("link", "set", outer[link][i], "master", bridges[link])
+                ip("link", "set", outer[link][i], "up")
+                ip("-n", ns, "addr", "add", f"{addresses[link][i]}/24", "dev", inner)
+                ip("-n", ns, "link", "set", inner, "up", "multicast", "on")
+                ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", inner,
                     "metric", str(100 + link))
         yield TwoLinks(names, addresses, outer, bridges)
     finally:
         for ns in names:
-            _ip("netns", "del", ns, check=False)
+            ip("netns", "del", ns, check=False)
         for bridge in bridges:
-            _ip("link", "del", bridge, check=False)
+            ip("link", "del", bridge, check=False)
 
 
 def delivered_between(rec: Recorder, start: float, end: float) -> int:
