@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean deploy-tools lock fuzz
+.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test
 
 install: $(STAMP)
 
@@ -48,6 +48,21 @@ deploy-tools:
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "missing:$$missing (install them to run tests/deploy; they are skipped without)"; fi
+
+# The image built and the compose cluster run, over multicast and over unicast, in a
+# private Docker engine (tests/deploy/test_container_cluster.py; root; a few minutes,
+# see the README's Containers section). Not part of `make test`.
+CONTAINER_TOOLS := dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap \
+	prometheus:prometheus nsenter:util-linux
+
+container-test: install
+	@[ "$$(id -u)" = 0 ] || { echo "make container-test needs root (dockerd, network namespaces, debootstrap)"; exit 2; }
+	@missing=""; for pair in $(CONTAINER_TOOLS); do \
+	  command -v $${pair%%:*} >/dev/null || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	  || { echo "make container-test: could not install$$missing"; exit 2; }; fi
+	PYTHON=$(PY) $(VENV)/bin/pytest -m container -v -s -p no:cacheprovider tests/deploy/test_container_cluster.py
 
 # Pinned dependency locks for the container image (Dockerfile).
 lock:

@@ -887,6 +887,7 @@ class Daemon:
         t = self.transport
         return {
             "node": self.node_id, **self.membership_status(),
+            "transport": self.config.network.transport,
             "variant": self.variant, "phi": self.phi, "now": self.now(),
             "uptime_s": self.now() - self.started, "position": self.position,
             "health": self.health(),

@@ -111,6 +111,8 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                      f"reachable, {q.get('needed')} needed")
     if "keys" in st:
         lines.append(keys_line(st["keys"]))
+    if "transport" in st:
+        lines.append(transport_line(st))
     rows = [[p["node"], p.get("incarnation"), "yes" if p.get("in_view") else "no",
              "yes" if p.get("alive") else "SUSPECTED",
              "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]
@@ -118,6 +120,16 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     table = {"title": "peers", "columns": ["node", "incarnation", "in view", "alive",
                                             "last heard (s ago)"], "rows": rows}
     return lines, table
+
+
+def transport_line(st: dict[str, Any]) -> str:
+    """``transport: unicast``, and per redundant link its address and counters (a cut
+    link's received count stops growing)."""
+    links = st.get("links") or []
+    return f"transport: {st['transport']}" + "".join(
+        f"; link {i} {link.get('interface') or 'default'}:{link.get('port')} sent "
+        f"{link.get('datagrams_sent')} received {link.get('datagrams_received')}"
+        for i, link in enumerate(links))
 
 
 def keys_line(keys: dict[str, Any]) -> str:

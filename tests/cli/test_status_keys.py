@@ -1,8 +1,9 @@
-"""``amcast status`` text: the key line an operator reads during a key rollover."""
+"""``amcast status`` text: the key line an operator reads during a key rollover, and the
+transport line."""
 
 from __future__ import annotations
 
-from amcast.commands.status import keys_line, membership_report
+from amcast.commands.status import keys_line, membership_report, transport_line
 
 
 def test_the_key_line_shows_a_rollover_in_progress() -> None:
@@ -20,3 +21,16 @@ def test_a_status_without_keys_shows_no_key_line() -> None:
     lines, _ = membership_report({**status, "keys": {"sealed": True, "ids": [4],
                                                      "sends_with": 4, "peers": []}})
     assert "keys: 4; sending with 4" in lines
+
+
+def test_the_transport_line_names_the_transport_and_each_redundant_link() -> None:
+    assert transport_line({"transport": "unicast"}) == "transport: unicast"
+    links = [{"interface": "10.0.1.1", "port": 42999, "datagrams_sent": 10,
+              "datagrams_received": 7},
+             {"interface": None, "port": 43000, "datagrams_sent": 10, "datagrams_received": 0}]
+    assert transport_line({"transport": "multicast", "links": links}) == (
+        "transport: multicast; link 0 10.0.1.1:42999 sent 10 received 7; "
+        "link 1 default:43000 sent 10 received 0")
+    status = {"view": {"id": 3, "members": [0, 1], "primary": True}, "peers": [],
+              "transport": "unicast"}
+    assert "transport: unicast" in membership_report(status)[0]
