@@ -580,12 +580,18 @@ class Daemon:
         try:
             if self.queue:
                 self._drain_queue()
+            check_due = False
             for _ in range(8):  # events can free window space, which can submit more
                 # each engine call guarded on its own: one failing loses none of the others
                 try:
-                    at = node.next_timer()
-                    if at is not None and at <= self.now():  # due now: no trip through the loop
-                        node.handle_timer(self.now())
+                    # A timer due now is handled here, without a trip through the loop.
+                    # Not in the first round: a timer due since the last pump has its
+                    # callback armed, and one an input made due now is found below.
+                    if check_due:
+                        at = node.next_timer()
+                        if at is not None and at <= self.now():
+                            node.handle_timer(self.now())
+                    check_due = True
                 except Exception:
                     self._failed("engine_error", "timer")
                 try:
@@ -607,6 +613,11 @@ class Daemon:
                     if at is None or at > self.now():
                         known_at = (at,)  # nothing changed since: _arm_timer needs no new call
                         break
+                    try:  # due now: handle it and go round once more
+                        node.handle_timer(self.now())
+                    except Exception:
+                        self._failed("engine_error", "timer")
+                    check_due = False
                     continue
                 for ev in events:
                     try:

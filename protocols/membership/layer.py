@@ -54,7 +54,7 @@ from amcast.protocols.membership.agreement import ACCEPT, INSTALL, PREPARE, Roun
 from amcast.protocols.membership.detector import FailureDetector
 from amcast.protocols.membership.durable import DurableState
 from amcast.protocols.membership.quorum import has_quorum
-from amcast.protocols.reliable.layer import Drop, ReliableCounters
+from amcast.protocols.reliable.layer import Drop, ReliableCounters, next_beat
 from amcast.protocols.session import ViewSession
 from amcast.protocols.wire.codec import Datagram, MembershipDatagram
 from amcast.protocols.wire.membership import (
@@ -917,7 +917,8 @@ class MembershipLayer:
         self.noticed_time(now)
         if now >= self.next_tick:
             self.detector.ran_late(now - self.next_tick)
-            self.next_tick = now + self.cfg.heartbeat_interval / 2
+            # on the heartbeats' grid: one wake-up a heartbeat interval serves both
+            self.next_tick = next_beat(now, self.cfg.heartbeat_interval)
         if self.session is not None:
             self.session.handle_timer(now)
         for session, _ in list(self.retired.values()):

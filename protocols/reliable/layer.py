@@ -25,10 +25,17 @@ Nacks are served within the requesting member's buckets (``ratelimit.PeerLimiter
 shared by the node's views): nack ranges per second and retransmitted bytes per second,
 ranges capped at ``max_repair_per_nack`` vertices, nacks of own vertices never sent
 refused whole; each refusal is a counted drop (once per datagram and reason).
+
+Heartbeats go on a grid: at the first multiple of ``heartbeat_interval`` of the caller's
+clock after the last datagram sent (``next_beat``), not ``heartbeat_interval`` after it.
+A member is still never silent longer than the interval, and members that share a clock
+(daemons on one host: the monotonic clock) beat at the same instants, so an idle daemon
+takes its peers' heartbeats and sends its own in one wake-up instead of one each.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable
@@ -62,6 +69,16 @@ def repair_size(v: Vertex) -> int:
         else:
             size += ITEM_OVERHEAD + FRAGMENT_OVERHEAD + len(it.chunk)
     return size
+
+
+GRID_EPSILON = 1e-6
+"""Relative slack of ``next_beat``: a time on a grid point (to float rounding) counts as
+that point, so the next beat is one interval later, not at once."""
+
+
+def next_beat(after: float, interval: float) -> float:
+    """The first multiple of ``interval`` after ``after``: at most ``interval`` later."""
+    return (math.floor(after / interval + GRID_EPSILON) + 1) * interval
 
 
 class ReliableCounters:
@@ -343,7 +360,7 @@ class ReliableLayer:
                 released.append(self.new_vertex(ServiceLevel.AGREED, (), now))
         report = self._report_due is not None and now >= self._report_due
         if report or (not self.retired and not self.quiet and not self.outq
-                      and now >= self.last_sent + self.cfg.heartbeat_interval):
+                      and now >= next_beat(self.last_sent, self.cfg.heartbeat_interval)):
             self._report_due = None
             self._reported_count = self._released_count
             holds = tuple(sorted(self.releaser.released.items()))
@@ -360,7 +377,7 @@ class ReliableLayer:
 
     def next_timer(self) -> float | None:
         quiet = self.retired or self.quiet
-        candidates = [] if quiet else [self.last_sent + self.cfg.heartbeat_interval]
+        candidates = [] if quiet else [next_beat(self.last_sent, self.cfg.heartbeat_interval)]
         if self._ack_deadline is not None and not self.frozen:
             candidates.append(self._ack_deadline)
         if self._report_due is not None:

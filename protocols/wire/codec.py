@@ -58,6 +58,8 @@ class Kind(IntEnum):
 
 
 KIND_NAMES: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
+KINDS: dict[int, Kind] = {kind.value: kind for kind in Kind}
+"""Kind by wire code: a dict lookup, cheaper than ``Kind(code)`` on every datagram."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +245,9 @@ def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | Memb
     if len(fields) != 6:
         raise DecodeError("bad_field", "datagram arity")
     kind_code = fields[0]
-    if type(kind_code) is not int or kind_code not in KIND_NAMES:
+    kind = KINDS.get(kind_code) if type(kind_code) is int else None
+    if kind is None:
         raise DecodeError("bad_field", "kind")
-    kind = Kind(kind_code)
     sender = read_int(fields[1], 0, MAX_NODE_ID, "sender")
     view = read_int(fields[2], 0, MAX_VIEW_ID, "view")
     if kind is Kind.MEMBERSHIP:

@@ -3,6 +3,7 @@ repair of a lost last message, safe hold-back, fragmentation up to 16 MiB."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -151,6 +152,35 @@ def test_idle_cluster_goes_quiet_except_heartbeats() -> None:
     assert sent["nack"] == sent["repair"] == 0
     hb = cluster.config.heartbeat_interval
     assert n * (10.0 / hb - 2) <= sent["heartbeat"] <= n * (10.0 / hb + 1)
+
+
+def test_idle_members_beat_together_on_the_grid_and_are_never_silent_longer() -> None:
+    """Heartbeats go at multiples of heartbeat_interval (one wake-up takes the peers'
+    and sends one's own), and the membership tick shares that grid; no member is ever
+    silent for more than one interval, whenever its last datagram went out."""
+    n = 4
+    cluster = Cluster(n, seed=4)
+    hb = cluster.config.heartbeat_interval
+    sends: dict[int, list[float]] = {i: [] for i in range(n)}
+
+    def record(src: int, dst: int, data: bytes) -> bool:
+        if not sends[src] or sends[src][-1] != cluster.now:
+            sends[src].append(cluster.now)
+        return True
+
+    cluster.link_filter = record
+    cluster.advance(2.0)
+    cluster.submit(1, b"off the grid", ServiceLevel.AGREED)  # data at an arbitrary time
+    cluster.advance(cluster.now + 0.0377)
+    cluster.submit(2, b"again", ServiceLevel.AGREED)
+    cluster.advance(6.0)
+    assert all(delivered(cluster, i) == [b"off the grid", b"again"] for i in range(n))
+    for i, times in sends.items():
+        late = [t for t in times if t > 2.5]  # past the views' start-up and the data
+        assert len(late) >= 30
+        assert all(abs(t / hb - round(t / hb)) < 1e-6 for t in late), (i, late[:5])
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert max(gaps) <= hb + 1e-9, (i, max(gaps))
 
 
 def test_lost_last_message_is_repaired_within_two_heartbeat_intervals() -> None:

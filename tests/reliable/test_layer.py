@@ -11,8 +11,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.reliable.layer import ReliableCounters, ReliableLayer
+from amcast.protocols.reliable.layer import ReliableCounters, ReliableLayer, next_beat
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex
 from amcast.protocols.wire.membership import Availability, HeldVertex
@@ -309,7 +310,8 @@ def test_want_report_sends_a_heartbeat_soon_after_new_releases() -> None:
     (hb,) = b.take(cfg.ack_delay)
     assert hb.kind == Kind.HEARTBEAT and hb.acks == ((1, 1), (2, 0), (3, 0))
     b.layer.want_report(0.01)  # nothing new released since: no report due
-    assert b.layer.next_timer() == cfg.ack_delay + cfg.heartbeat_interval
+    # the next heartbeat: at the first multiple of the interval after the report
+    assert b.layer.next_timer() == pytest.approx(cfg.heartbeat_interval)
 
 
 def test_retire_stops_heartbeats_and_nack_timers_but_still_repairs() -> None:
@@ -345,3 +347,15 @@ def test_bad_vertices_and_foreign_datagrams() -> None:
     stranger = Vertex(9, 1, (), ServiceLevel.AGREED, 0.0, (b"x",))
     assert c.layer.foreign(repair(1, stranger)) == "unknown_member"
     assert c.layer.foreign(a.send(0.0)) is None
+
+
+def test_next_beat_is_the_next_grid_point_at_most_one_interval_on() -> None:
+    assert next_beat(0.0, 0.1) == pytest.approx(0.1)
+    assert next_beat(0.0377, 0.1) == pytest.approx(0.1)
+    assert next_beat(0.3, 0.1) == pytest.approx(0.4)  # 0.3 is 0.30000000000000004 / 0.1
+    assert next_beat(3 * 0.1, 0.1) == pytest.approx(0.4)
+    assert next_beat(0.2999, 0.1) == pytest.approx(0.3)
+    uptime = 2_000_000.3  # a monotonic clock after weeks
+    assert next_beat(uptime, 0.1) == pytest.approx(2_000_000.4)
+    for t in (0.0, 0.05, 0.099, 12.345, 1e6 + 0.0001):
+        assert t < next_beat(t, 0.1) <= t + 0.1 + 1e-6
