@@ -74,10 +74,11 @@ class NodeConfig:
     ack this much later, or sooner with their own data. At most ``ack_delay``: every
     member acks every sender at once (twice the ack-only datagrams at light load)."""
     heartbeat_interval: float = 0.1
-    """A node silent this long sends a heartbeat (its latest sequence number), at the next
-    multiple of it on its clock (``reliable.layer.next_beat``: never silent longer, and
-    nodes sharing a clock beat together); a node outside a primary view announces itself
-    (JOIN) this often."""
+    """A silent node sends a heartbeat (its latest sequence number) once an interval, on
+    multiples of it of its clock (``reliable.layer.heartbeat_due``: nodes sharing a clock
+    beat together, no node is silent for 1.5 intervals, and one that sends every half
+    interval sends none); a node outside a primary view announces itself (JOIN) this
+    often."""
     nack_delay: float = 0.004
     """Upper bound of the random wait before a gap is nacked (nack suppression)."""
     nack_retry: float = 0.05

@@ -27,9 +27,11 @@ ranges capped at ``max_repair_per_nack`` vertices, nacks of own vertices never s
 refused whole; each refusal is a counted drop (once per datagram and reason).
 
 Heartbeats go on a grid: at the first multiple of ``heartbeat_interval`` of the caller's
-clock after the last datagram sent (``next_beat``), not ``heartbeat_interval`` after it.
-A member is still never silent longer than the interval, and members that share a clock
-(daemons on one host: the monotonic clock) beat at the same instants, so an idle daemon
+clock at least half an interval after the last datagram sent (``heartbeat_due``), not
+``heartbeat_interval`` after it. So a member is never silent longer than one and a half
+intervals, one that sends more often than every half interval sends no heartbeat, and an
+idle member beats exactly once an interval on the grid: members that share a clock
+(daemons on one host: the monotonic clock) beat at the same instants, and an idle daemon
 takes its peers' heartbeats and sends its own in one wake-up instead of one each.
 """
 
@@ -79,6 +81,12 @@ that point, so the next beat is one interval later, not at once."""
 def next_beat(after: float, interval: float) -> float:
     """The first multiple of ``interval`` after ``after``: at most ``interval`` later."""
     return (math.floor(after / interval + GRID_EPSILON) + 1) * interval
+
+
+def heartbeat_due(last_sent: float, interval: float) -> float:
+    """When a member that last sent at ``last_sent`` heartbeats: on the grid, between half
+    an interval and one and a half intervals later."""
+    return next_beat(last_sent + interval / 2, interval)
 
 
 class ReliableCounters:
@@ -360,7 +368,7 @@ class ReliableLayer:
                 released.append(self.new_vertex(ServiceLevel.AGREED, (), now))
         report = self._report_due is not None and now >= self._report_due
         if report or (not self.retired and not self.quiet and not self.outq
-                      and now >= next_beat(self.last_sent, self.cfg.heartbeat_interval)):
+                      and now >= heartbeat_due(self.last_sent, self.cfg.heartbeat_interval)):
             self._report_due = None
             self._reported_count = self._released_count
             holds = tuple(sorted(self.releaser.released.items()))
@@ -377,7 +385,8 @@ class ReliableLayer:
 
     def next_timer(self) -> float | None:
         quiet = self.retired or self.quiet
-        candidates = [] if quiet else [next_beat(self.last_sent, self.cfg.heartbeat_interval)]
+        candidates = [] if quiet else [heartbeat_due(self.last_sent,
+                                                          self.cfg.heartbeat_interval)]
         if self._ack_deadline is not None and not self.frozen:
             candidates.append(self._ack_deadline)
         if self._report_due is not None:

@@ -13,7 +13,12 @@ from dataclasses import replace
 
 import pytest
 from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.reliable.layer import ReliableCounters, ReliableLayer, next_beat
+from amcast.protocols.reliable.layer import (
+    ReliableCounters,
+    ReliableLayer,
+    heartbeat_due,
+    next_beat,
+)
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex
 from amcast.protocols.wire.membership import Availability, HeldVertex
@@ -359,3 +364,26 @@ def test_next_beat_is_the_next_grid_point_at_most_one_interval_on() -> None:
     assert next_beat(uptime, 0.1) == pytest.approx(2_000_000.4)
     for t in (0.0, 0.05, 0.099, 12.345, 1e6 + 0.0001):
         assert t < next_beat(t, 0.1) <= t + 0.1 + 1e-6
+
+
+def test_a_heartbeat_is_due_on_the_grid_half_to_one_and_a_half_intervals_on() -> None:
+    assert heartbeat_due(0.2, 0.1) == pytest.approx(0.3)  # idle: exactly one interval
+    assert heartbeat_due(0.201, 0.1) == pytest.approx(0.3)  # a timer that fired late
+    assert heartbeat_due(0.249, 0.1) == pytest.approx(0.3)
+    assert heartbeat_due(0.251, 0.1) == pytest.approx(0.4)  # never within half an interval
+    for t in (0.0, 0.05, 0.099, 12.345, 1e6 + 0.0001):
+        assert t + 0.05 < heartbeat_due(t, 0.1) <= t + 0.15 + 1e-6
+
+
+def test_a_member_sending_every_half_interval_sends_no_heartbeat() -> None:
+    a, b = Peer(1), Peer(2)
+    heartbeats = 0
+    for k in range(40):
+        now = k * 0.049
+        b.receive(a.send(now), now)
+        later = now + 0.045  # just before its next send, often past a grid point
+        a.timer(later)
+        heartbeats += sum(dg.kind == Kind.HEARTBEAT for dg in a.take(later))
+    assert heartbeats == 0
+    a.timer(39 * 0.049 + 0.15)  # then silent: a heartbeat within one and a half intervals
+    assert [dg.kind for dg in a.take(39 * 0.049 + 0.15)] == [Kind.HEARTBEAT]
