@@ -584,14 +584,18 @@ class Daemon:
             for _ in range(8):  # events can free window space, which can submit more
                 # each engine call guarded on its own: one failing loses none of the others
                 try:
-                    # A timer due now is handled here, without a trip through the loop.
-                    # Not in the first round: a timer due since the last pump has its
-                    # callback armed, and one an input made due now is found below.
+                    # A timer due now is handled here, before the sends, without a trip
+                    # through the loop (a busy daemon's ack would otherwise wait behind
+                    # the deliveries). The first round needs no engine call for it: a
+                    # timer due since the last pump is the armed one, ``_timer_at``, and
+                    # one an input made due now is found below.
                     if check_due:
                         at = node.next_timer()
-                        if at is not None and at <= self.now():
-                            node.handle_timer(self.now())
-                    check_due = True
+                    else:
+                        at = self._timer_at
+                        check_due = True
+                    if at is not None and at <= self.now():
+                        node.handle_timer(self.now())
                 except Exception:
                     self._failed("engine_error", "timer")
                 try:
