@@ -313,6 +313,18 @@ def _progress(line: str) -> None:
     print(f"[bench flood] {line}", file=sys.stderr, flush=True)
 
 
+def attacker_command(kind: str, cluster: LocalCluster, key_file: Path, view: int,
+                     count: int, *extra: str) -> list[str]:
+    """The ``amcast.floodattack`` command line aimed at ``cluster``'s group (every member
+    named), ``count`` datagrams of ``kind``; ``extra`` options appended."""
+    return [
+        sys.executable, "-m", "amcast.floodattack", "--kind", kind,
+        "--group", cluster.group, "--port", str(cluster.port), "--count", str(count),
+        "--members", ",".join(map(str, range(cluster.n))), "--view", str(view),
+        "--key-file", str(key_file), *extra,
+    ]
+
+
 def _attack(
     kind: str,
     cluster: LocalCluster,
@@ -321,29 +333,8 @@ def _attack(
     args: argparse.Namespace,
     target_port: int = 0,
 ) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "amcast.floodattack",
-        "--kind",
-        kind,
-        "--group",
-        cluster.group,
-        "--port",
-        str(cluster.port),
-        "--count",
-        str(args.datagrams),
-        "--members",
-        ",".join(map(str, range(cluster.n))),
-        "--view",
-        str(view),
-        "--key-file",
-        str(key_file),
-        "--capture-s",
-        str(args.capture_s),
-        "--seed",
-        str(args.seed),
-    ]
+    cmd = attacker_command(kind, cluster, key_file, view, args.datagrams,
+                           "--capture-s", str(args.capture_s), "--seed", str(args.seed))
     if args.attack_rate:
         cmd += ["--rate", str(args.attack_rate)]
     if target_port:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -82,27 +81,7 @@ def _scrape(port: int) -> dict[tuple[str, str], float]:
 
 def _attack(cluster: LocalCluster, kind: str, key_file: Path, view: int) -> dict[str, int]:
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "amcast.floodattack",
-            "--kind",
-            kind,
-            "--group",
-            cluster.group,
-            "--port",
-            str(cluster.port),
-            "--count",
-            "1500",
-            "--members",
-            "0,1",
-            "--view",
-            str(view),
-            "--key-file",
-            str(key_file),
-            "--rate",
-            "20000",
-        ],
+        flood.attacker_command(kind, cluster, key_file, view, 1500, "--rate", "20000"),
         capture_output=True,
         text=True,
         timeout=60,

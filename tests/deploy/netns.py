@@ -1,5 +1,6 @@
-"""Shared by the network-namespace tests: run ``ip``, and skip (with the reason) where
-namespaces cannot be made."""
+"""Shared by the network-namespace tests: run ``ip``, skip (with the reason) where
+namespaces cannot be made, build and tear down bridges and veth pairs, and count a
+recorder's deliveries in a time window."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import subprocess
 
 import pytest
+
+from amcast.faultload import DELIVER, Recorder
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -27,3 +30,39 @@ def namespaces_or_skip(prefix: str) -> str:
         pytest.skip("this machine forbids creating network namespaces (`ip netns add` failed)")
     ip("netns", "del", probe)
     return tag
+
+
+def add_bridge(name: str) -> None:
+    """A bridge that floods multicast to every port (no snooping: no querier here)."""
+    ip("link", "add", name, "type", "bridge", "mcast_snooping", "0")
+    ip("link", "set", name, "up")
+
+
+def plug(ns: str, outer: str, inner: str, bridge: str) -> None:
+    """A veth pair: ``inner`` in namespace ``ns``, ``outer`` on ``bridge``, up."""
+    ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+    ip("link", "set", inner, "netns", ns)
+    ip("link", "set", outer, "master", bridge)
+    ip("link", "set", outer, "up")
+
+
+def multicast_setup(inner: str, transport: str) -> list[tuple[str, ...]]:
+    """``ip -n NS`` steps that bring ``inner`` up with an IPv4 multicast route, or, for
+    unicast, with multicast switched off on it and on the loopback (no multicast route)."""
+    if transport == "multicast":
+        return [("link", "set", inner, "up", "multicast", "on"),
+                ("route", "add", "224.0.0.0/4", "dev", inner)]
+    return [("link", "set", inner, "up", "multicast", "off"),
+            ("link", "set", "lo", "multicast", "off")]
+
+
+def remove(namespaces: list[str], bridges: tuple[str, ...] | list[str]) -> None:
+    """Delete the namespaces (their veth ends go with them) and the bridges."""
+    for ns in namespaces:
+        ip("netns", "del", ns, check=False)
+    for bridge in bridges:
+        ip("link", "del", bridge, check=False)
+
+
+def delivered_between(rec: Recorder, start: float, end: float) -> int:
+    return sum(1 for e in rec.timeline if e[0] == DELIVER and start <= e[1] < end)

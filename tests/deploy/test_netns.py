@@ -21,7 +21,14 @@ from amcast.client import Client
 from amcast.demo import check_sequences
 from amcast.loadgen import LoadReport, Receiver
 from amcast.localcluster import LocalCluster
-from tests.deploy.netns import ip, namespaces_or_skip
+from tests.deploy.netns import (
+    add_bridge,
+    ip,
+    multicast_setup,
+    namespaces_or_skip,
+    plug,
+    remove,
+)
 from tests.steady import STEADY
 
 NODES = 3
@@ -44,15 +51,11 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
     else:
         addresses = [f"10.231.{subnet}.{10 + i}" for i in range(NODES)]
     try:
-        ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-        ip("link", "set", bridge, "up")
+        add_bridge(bridge)
         for i, (ns, addr) in enumerate(zip(names, addresses, strict=True)):
             outer, inner = f"amo{tag}{i}", f"ami{tag}{i}"
             ip("netns", "add", ns)
-            ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-            ip("link", "set", inner, "netns", ns)
-            ip("link", "set", outer, "master", bridge)
-            ip("link", "set", outer, "up")
+            plug(ns, outer, inner, bridge)
             if version == "ipv6":
                 setup = [("-6", "addr", "add", f"{addr}/64", "dev", inner, "nodad"),
                          ("link", "set", "lo", "up")]
@@ -61,19 +64,13 @@ def namespaces(request: pytest.FixtureRequest) -> Iterator[tuple[list[str], list
                          ("link", "set", "lo", "up")]
             if transport == "multicast" and version == "ipv6":  # ff00::/8 comes with the link
                 setup += [("link", "set", inner, "up", "multicast", "on")]
-            elif transport == "multicast":
-                setup += [("link", "set", inner, "up", "multicast", "on"),
-                          ("route", "add", "224.0.0.0/4", "dev", inner)]
             else:
-                setup += [("link", "set", inner, "up", "multicast", "off"),
-                          ("link", "set", "lo", "multicast", "off")]
+                setup += multicast_setup(inner, transport)
             for args in setup:
                 ip("-n", ns, *args)
         yield names, addresses, request.param
     finally:
-        for ns in names:
-            ip("netns", "del", ns, check=False)
-        ip("link", "del", bridge, check=False)
+        remove(names, [bridge])
 
 
 async def _run(cluster: LocalCluster) -> list[LoadReport]:

@@ -33,9 +33,17 @@ from pathlib import Path
 
 import pytest
 
-from amcast.faultload import DELIVER, GAP, FaultRun, Recorder
+from amcast.faultload import GAP, FaultRun, Recorder
 from amcast.localcluster import LocalCluster
-from tests.deploy.netns import ip, namespaces_or_skip
+from tests.deploy.netns import (
+    add_bridge,
+    delivered_between,
+    ip,
+    multicast_setup,
+    namespaces_or_skip,
+    plug,
+    remove,
+)
 
 NODES = 4
 WAIT = 30.0
@@ -76,34 +84,18 @@ def lan(request: pytest.FixtureRequest) -> Iterator[Lan]:
     outer = [f"amqo{tag}{i}" for i in range(NODES)]
     try:
         for bridge in bridges:
-            ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-            ip("link", "set", bridge, "up")
+            add_bridge(bridge)
         for i, (ns, addr) in enumerate(zip(names, addresses, strict=True)):
             inner = f"amqi{tag}{i}"
             ip("netns", "add", ns)
-            ip("link", "add", outer[i], "type", "veth", "peer", "name", inner)
-            ip("link", "set", inner, "netns", ns)
-            ip("link", "set", outer[i], "master", bridges[0])
-            ip("link", "set", outer[i], "up")
-            setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up")]
-            if transport == "multicast":
-                setup += [("link", "set", inner, "up", "multicast", "on"),
-                          ("route", "add", "224.0.0.0/4", "dev", inner)]
-            else:
-                setup += [("link", "set", inner, "up", "multicast", "off"),
-                          ("link", "set", "lo", "multicast", "off")]
+            plug(ns, outer[i], inner, bridges[0])
+            setup = [("addr", "add", f"{addr}/24", "dev", inner), ("link", "set", "lo", "up"),
+                     *multicast_setup(inner, transport)]
             for args in setup:
                 ip("-n", ns, *args)
         yield Lan(names, addresses, outer, bridges, transport)
     finally:
-        for ns in names:
-            ip("netns", "del", ns, check=False)
-        for bridge in bridges:
-            ip("link", "del", bridge, check=False)
-
-
-def delivered_between(rec: Recorder, start: float, end: float) -> int:
-    return sum(1 for e in rec.timeline if e[0] == DELIVER and start <= e[1] < end)
+        remove(names, bridges)
 
 
 def lost_notice(rec: Recorder, after: float) -> float | None:

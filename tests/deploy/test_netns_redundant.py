@@ -19,9 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from amcast.faultload import DELIVER, FaultRun, Recorder
+from amcast.faultload import FaultRun
 from amcast.localcluster import LocalCluster
-from tests.deploy.netns import ip, namespaces_or_skip
+from tests.deploy.netns import (
+    add_bridge,
+    delivered_between,
+    ip,
+    namespaces_or_skip,
+    plug,
+    remove,
+)
 
 NODES = 3
 CUT_S = 1.5
@@ -60,31 +67,20 @@ def two_links() -> Iterator[TwoLinks]:
     outer = ([f"amroa{tag}{i}" for i in range(NODES)], [f"amrob{tag}{i}" for i in range(NODES)])
     try:
         for bridge in bridges:
-            ip("link", "add", bridge, "type", "bridge", "mcast_snooping", "0")
-            ip("link", "set", bridge, "up")
+            add_bridge(bridge)
         for i, ns in enumerate(names):
             ip("netns", "add", ns)
             ip("-n", ns, "link", "set", "lo", "up")
             for link in (0, 1):
                 inner = f"amri{'ab'[link]}{tag}{i}"
-                ip("link", "add", outer[link][i], "type", "veth", "peer", "name", inner)
-                ip("link", "set", inner, "netns", ns)
-                ip("link", "set", outer[link][i], "master", bridges[link])
-                ip("link", "set", outer[link][i], "up")
+                plug(ns, outer[link][i], inner, bridges[link])
                 ip("-n", ns, "addr", "add", f"{addresses[link][i]}/24", "dev", inner)
                 ip("-n", ns, "link", "set", inner, "up", "multicast", "on")
                 ip("-n", ns, "route", "add", "224.0.0.0/4", "dev", inner,
                     "metric", str(100 + link))
         yield TwoLinks(names, addresses, outer, bridges)
     finally:
-        for ns in names:
-            ip("netns", "del", ns, check=False)
-        for bridge in bridges:
-            ip("link", "del", bridge, check=False)
-
-
-def delivered_between(rec: Recorder, start: float, end: float) -> int:
-    return sum(1 for e in rec.timeline if e[0] == DELIVER and start <= e[1] < end)
+        remove(names, bridges)
 
 
 async def _cut_each_link_in_turn(cluster: LocalCluster, links: TwoLinks) -> None:
