@@ -72,6 +72,7 @@ from amcast.daemon.notify import Notifier
 from amcast.daemon.redundant import RedundantTransport
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
+from amcast.daemon.trace import DatagramTrace
 from amcast.daemon.transport import MulticastTransport, open_transport
 from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import BackpressureError, ClientError
@@ -160,6 +161,8 @@ class Daemon:
         self.metrics = Metrics(self._scrape_snapshot)
         self.metrics_port: int | None = None
         self.dlog: DeliveryLog | None = None
+        self.trace: DatagramTrace | None = None
+        """``logs.trace``: the latency trace (``amcast.daemon.trace``), else ``None``."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._pump_scheduled = False
@@ -204,6 +207,9 @@ class Daemon:
             incarnation=self.node.incarnation,
         )
         self.dlog.start(members=self.members, ts=self.now())
+        if cfg.logs.trace:
+            self.trace = DatagramTrace(cfg.logs.dir, rotate_bytes=cfg.logs.rotate_bytes,
+                                       keep=cfg.logs.rotate_keep, peek=self.node.peek)
         try:
             self.transport = open_transport(cfg.network, self.node_id, self._log_unresolved)
             self.transport.on_send_error = self._log_send_error
@@ -425,6 +431,8 @@ class Daemon:
         self.metrics.close()
         if self.dlog is not None:
             self.dlog.close()
+        if self.trace is not None:
+            self.trace.close()
         self.notifier.close()
 
     def _every(self, interval: float, fn: Any) -> None:
@@ -443,6 +451,8 @@ class Daemon:
         node = self.node
         assert node is not None
         now = self.now()
+        if self.trace is not None:
+            self.trace.received(now, datagrams)
         receive = node.receive_datagram
         for data in datagrams:
             try:
@@ -482,6 +492,8 @@ class Daemon:
         if queue and not queue.fits(sum(queue.cost(p[0]) for p in parts)):
             return "overloaded"
         entry = self.ledger.accepted(cid, ref, len(payloads))
+        if self.trace is not None:
+            self.trace.client_frame(self.now(), cid, len(payloads))
         self.counters.messages_accepted += len(payloads)
         if self._pending_since is None:  # health: waiting starts now
             self._pending_since = self.now()
@@ -605,6 +617,8 @@ class Daemon:
                         self.state.write(record)
                     if out:
                         transport.send(out)
+                        if self.trace is not None:
+                            self.trace.sent(self.now(), out)
                 except Exception:
                     self._failed("engine_error", "datagrams_to_send")
                 try:

@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amcast.benchmarks.trace_stages import message_stages, summarize
 from amcast.client import BlockingClient
 from amcast.localcluster import LocalCluster
 
@@ -81,6 +82,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--latency-warmup", type=float, default=1.0,
                    help="seconds of the latency run before measuring (default 1)")
     p.add_argument("--skip-latency", action="store_true")
+    p.add_argument("--trace", action="store_true",
+                   help="latency run with logs.trace on: time each stage of one message "
+                        "(the tracing itself costs the daemons CPU)")
     p.add_argument("--idle", type=float, default=5.0,
                    help="seconds of idle CPU measurement before the throughput load "
                         "(default 5; 0 skips)")
@@ -382,7 +386,8 @@ STAGE_COLUMNS = ["N", "client p50 ms", "vertex->ordered at sender p50 ms", "p99 
 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol),
-                           transport=args.transport)
+                           transport=args.transport,
+                           extra={"logs": {"trace": True}} if args.trace else {})
     total = args.latency_warmup + args.latency_duration
     print(f"[bench cluster] N={n}: latency run, {args.latency_rate:.0f} msgs/s from node 0 for "
           f"{total:.0f} s (warm-up {args.latency_warmup:.0f} s) ...", file=sys.stderr, flush=True)
@@ -402,10 +407,31 @@ def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             raise RuntimeError(f"latency run failed: {failures[0]}")
     finally:
         cluster.stop()
-    stages = stage_latencies([node.log_dir for node in cluster.nodes], sender=0,
-                             skip_s=args.latency_warmup)
+    dirs = [node.log_dir for node in cluster.nodes]
+    stages = stage_latencies(dirs, sender=0, skip_s=args.latency_warmup)
+    traced = (summarize(message_stages(dirs, sender=0, skip_s=args.latency_warmup))
+              if args.trace else None)
     return {"n": n, "report": reports[0], "receivers": reports[1:], "window": w,
-            "failures": failures, "stages": stages}
+            "failures": failures, "stages": stages, "traced_stages": traced}
+
+
+def traced_rows(n: int, report: Mapping[str, Any],
+                traced: Mapping[str, Mapping[str, float]]) -> list[list[Any]]:
+    """One row per stage of ``trace_stages``, then the client hops: the client's p50
+    minus the daemons' (frame in to ordered) p50."""
+    rows: list[list[Any]] = [
+        [n, name, int(s["samples"]), s["mean_s"] * 1e3, s["p50_s"] * 1e3, s["p99_s"] * 1e3]
+        for name, s in traced.items()
+    ]
+    total = traced.get("total")
+    client = report.get("latency_p50_s")
+    if total is not None and client is not None:
+        rows.append([n, "client hops (client p50 - total p50)", None, None,
+                     (client - total["p50_s"]) * 1e3, None])
+    return rows
+
+
+TRACED_COLUMNS = ["N", "stage", "samples", "mean ms", "p50 ms", "p99 ms"]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -417,6 +443,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         base = args.dir
     rows, lat_rows, sent_rows, recv_rows, stage_rows = [], [], [], [], []
+    trace_rows: list[list[Any]] = []
     runs: list[dict[str, Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by all daemons and load generators",
@@ -441,6 +468,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 lw = lat["window"]
                 lat_rows.append(latency_row(n, lat["report"], lw))
                 stage_rows.append(stage_row(n, lat["report"], lat["stages"]))
+                if lat["traced_stages"] is not None:
+                    trace_rows.extend(traced_rows(n, lat["report"], lat["traced_stages"]))
                 lat["stages"] = {k: {"samples": len(v), "p50_s": percentile(v, 0.5),
                                      "p99_s": percentile(v, 0.99)}
                                  for k, v in lat["stages"].items()}
@@ -471,6 +500,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                {"title": "where the light-load latency goes (delivery logs: vertex made at the "
                          "sender's daemon to ordered; the rest is the two client hops)",
                 "columns": STAGE_COLUMNS, "rows": stage_rows}] if lat_rows else []),
+            *([{"title": "light-load latency stage by stage (--trace: the sender's data "
+                         "vertices, through the voter that decided; the tracing costs CPU)",
+                "columns": TRACED_COLUMNS, "rows": trace_rows}] if trace_rows else []),
             {"title": "datagrams sent per ordered message (all daemons), by kind",
              "columns": DATAGRAM_COLUMNS, "rows": sent_rows},
             {"title": "datagrams received per ordered message (all daemons), by kind",

@@ -16,6 +16,7 @@ from amcast.benchmarks.cluster import (
     LATENCY_COLUMNS,
     STAGE_COLUMNS,
     THROUGHPUT_COLUMNS,
+    TRACED_COLUMNS,
     clients_cpu_window,
     datagram_row,
     idle_share,
@@ -29,6 +30,7 @@ from amcast.benchmarks.cluster import (
     throughput_row,
     window,
 )
+from amcast.benchmarks.trace_stages import STAGES
 from tests.cli.helpers import amcast
 
 SNMP = """Ip: Forwarding DefaultTTL InReceives
@@ -208,16 +210,21 @@ def test_stage_latencies_split_own_and_others_and_skip_the_warm_up(tmp_path: Pat
 
 @pytest.mark.processes
 def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
-    """Three daemons, half-second windows (about 10 s in all): the figures exist and the
-    counters moved; no value is judged (the host is shared)."""
+    """Three daemons, half-second windows (about 10 s in all), the latency run traced:
+    the figures exist and the counters moved; no value is judged (the host is shared)."""
     r = amcast("bench", "cluster", "--json", "--nodes", "3", "--duration", "0.5",
                "--warmup", "0.5", "--latency-duration", "0.5", "--latency-warmup", "0.5",
-               "--idle", "0.5", "--latency-rate", "200", "--dir", str(short_dir / "b"),
-               timeout=120)
+               "--idle", "0.5", "--latency-rate", "200", "--trace",
+               "--dir", str(short_dir / "b"), timeout=120)
     assert r.code == 0, r.err
     report = json.loads(r.out)
     assert [t["columns"] for t in report["tables"]] == [
-        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
+        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS, TRACED_COLUMNS, DATAGRAM_COLUMNS,
+        DATAGRAM_COLUMNS]
+    traced = report["tables"][3]["rows"]
+    assert [row[1] for row in traced] == [*STAGES, "total",
+                                          "client hops (client p50 - total p50)"]
+    assert all(row[2] > 0 and row[4] >= 0 for row in traced[:-1])
     (run,) = report["runs"]
     t, lat = run["throughput"], run["latency"]
     assert t["idle_core_share_max"] >= 0
