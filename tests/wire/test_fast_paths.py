@@ -54,6 +54,12 @@ def assert_same(obj: Any, limits: WireLimits) -> None:
         assert reference == ("ok", fast)
         assert hash(fast) == hash(reference[1])
     body = msgpack.packb(obj, use_bin_type=True)
+    try:  # the unpacker's own limits come first (as before the fast path)
+        msgpack.unpackb(body, use_list=True, raw=True, strict_map_key=True, max_str_len=0,
+                        max_map_len=0, max_ext_len=0, max_bin_len=limits.max_datagram_bytes,
+                        max_array_len=limits.max_array_len)
+    except ValueError as exc:
+        reference = ("error", "malformed", type(exc).__name__)
     assert outcome(decode_body, body, limits) == reference
 
 
