@@ -47,7 +47,13 @@ SESSION_BYTES = 16
 HKDF_INFO = b"amcast/3 datagram"
 _HEADER = struct.Struct(">BBHH16sQQ")
 assert _HEADER.size == SEAL_HEADER_BYTES
+_unpack_header = _HEADER.unpack_from
+_pack_header = _HEADER.pack
+_COPY_BELOW = 4096
+"""Sealed datagrams up to this many bytes are sliced (copied) for AES-GCM, longer ones
+are passed as memoryviews: a view costs more than copying a few kilobytes."""
 _NONCE_PAD = bytes(4)
+_INSECURE_PREFIX = bytes((WIRE_VERSION, 0))
 _MAX_CIPHERS = 1024
 """Receive-side subkeys cached (one per peer session and key id)."""
 
@@ -75,6 +81,7 @@ class Authenticator:
         "_chosen_at_ms",
         "_counter",
         "_keys",
+        "_newest",
         "_recv_ciphers",
         "_send_ciphers",
         "guard",
@@ -88,6 +95,8 @@ class Authenticator:
         if len(session) != SESSION_BYTES:
             raise ValueError(f"a session is {SESSION_BYTES} bytes")
         self._keys = keys
+        self._newest = keys.newest if keys is not None else 0
+        """``keys.newest``, advertised in every sealed datagram (a property: kept here)."""
         self.session = session
         self._counter = 0
         self._send_ciphers: dict[int, AESGCM] = {}
@@ -112,6 +121,7 @@ class Authenticator:
         if self._keys is None:
             raise ValueError("an insecure node cannot take keys without a restart")
         self._keys = keys
+        self._newest = keys.newest
         self._send_ciphers.clear()
         self._recv_ciphers.clear()
         self._choose_send_key(wall_ms)
@@ -130,7 +140,7 @@ class Authenticator:
     def seal(self, body: bytes, wall_ms: int) -> bytes:
         keys = self._keys
         if keys is None:
-            return bytes((WIRE_VERSION, 0)) + body
+            return _INSECURE_PREFIX + body
         if wall_ms - self._chosen_at_ms >= 500:
             self._choose_send_key(wall_ms)
             self.guard.maybe_sweep(wall_ms)
@@ -142,7 +152,7 @@ class Authenticator:
             cipher = self._send_ciphers[key_id] = derive(key, self.session)
         counter = self._counter
         self._counter = counter + 1
-        header = _HEADER.pack(WIRE_VERSION, FLAG_SEALED, key_id, keys.newest, self.session,
+        header = _pack_header(WIRE_VERSION, FLAG_SEALED, key_id, self._newest, self.session,
                               counter, wall_ms)
         return header + cipher.encrypt(_NONCE_PAD + header[22:30], body, header)
 
@@ -167,22 +177,26 @@ class Authenticator:
             raise DecodeError("truncated", "shorter than the sealed header")
         _, _, key_id, newest, session, counter, sent_ms = _HEADER.unpack_from(data)
         sealed = Sealed(key_id, newest, session, counter, sent_ms)
-        return sealed, self._decrypt(sealed, data)
+        return sealed, self._decrypt(key_id, session, data)
 
-    def _decrypt(self, sealed: Sealed, data: bytes) -> bytes:
-        slot = (sealed.key_id, sealed.session)
+    def _decrypt(self, key_id: int, session: bytes, data: bytes) -> bytes:
+        slot = (key_id, session)
         cipher = self._recv_ciphers.get(slot)
         fresh = cipher is None
         if cipher is None:
             assert self._keys is not None
-            key = self._keys.get(sealed.key_id)
+            key = self._keys.get(key_id)
             if key is None:
-                raise DecodeError("unknown_key", f"key id {sealed.key_id}")
-            cipher = derive(key, sealed.session)
-        view = memoryview(data)
+                raise DecodeError("unknown_key", f"key id {key_id}")
+            cipher = derive(key, session)
+        # a short datagram is cheaper to slice (copy) than to view; a long one, to view
+        if len(data) <= _COPY_BELOW:
+            sealed_body, header = data[SEAL_HEADER_BYTES:], data[:SEAL_HEADER_BYTES]
+        else:
+            view = memoryview(data)
+            sealed_body, header = view[SEAL_HEADER_BYTES:], view[:SEAL_HEADER_BYTES]
         try:
-            body = cipher.decrypt(_NONCE_PAD + data[22:30], view[SEAL_HEADER_BYTES:],
-                                  view[:SEAL_HEADER_BYTES])
+            body = cipher.decrypt(_NONCE_PAD + data[22:30], sealed_body, header)
         except InvalidTag:
             raise DecodeError("auth_failed", "bad tag") from None
         if fresh:  # cached only once authentic: forgeries cannot fill the cache
@@ -212,11 +226,11 @@ class Authenticator:
             sealed, body = self.unseal(data)  # insecure, or a refusal with its reason
             self.last_admitted = self.admit(sealed, wall_ms)
             return body
-        _, _, key_id, newest, session, counter, sent_ms = _HEADER.unpack_from(data)
+        _, _, key_id, newest, session, counter, sent_ms = _unpack_header(data)
         guard = self.guard
         guard.check(session, counter, sent_ms, wall_ms)
         if session == self.session:
             raise DecodeError("replayed", "own session")
-        body = self._decrypt(Sealed(key_id, newest, session, counter, sent_ms), data)
+        body = self._decrypt(key_id, session, data)  # no ``Sealed``: not needed here
         self.last_admitted = guard.admit(session, counter, sent_ms, wall_ms, key_id, newest)
         return body

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import chain
 from typing import Any
 
 import msgpack
@@ -121,42 +122,93 @@ class MembershipDatagram:
     kind = Kind.MEMBERSHIP
 
 
+# Positional constructors for the decoder's fast path. ``Vertex`` and ``Datagram`` are
+# frozen and slotted and have no ``__post_init__``: their generated ``__init__`` only
+# stores each argument with ``object.__setattr__``. Storing through the slot descriptors
+# builds the same object (equal, same hash, still frozen) in about half the time.
+_new = object.__new__
+_set_origin, _set_seq, _set_acks, _set_service, _set_send_ts, _set_items = (
+    getattr(Vertex, name).__set__
+    for name in ("origin", "seq", "acks", "service", "send_ts", "items"))
+_set_kind, _set_sender, _set_view, _set_hb_seq, _set_nacks, _set_vertices, _set_dg_acks = (
+    getattr(Datagram, name).__set__
+    for name in ("kind", "sender", "view", "hb_seq", "nacks", "vertices", "acks"))
+assert tuple(Vertex.__dataclass_fields__) == (  # type: ignore[attr-defined]
+    "origin", "seq", "acks", "service", "send_ts", "items")
+assert tuple(Datagram.__dataclass_fields__) == (  # type: ignore[attr-defined]
+    "kind", "sender", "view", "hb_seq", "nacks", "vertices", "acks")
+
+
+def _new_vertex(origin: int, seq: int, acks: tuple[tuple[int, int], ...],
+                service: ServiceLevel, send_ts: float, items: tuple[Item, ...]) -> Vertex:
+    v: Vertex = _new(Vertex)
+    _set_origin(v, origin)
+    _set_seq(v, seq)
+    _set_acks(v, acks)
+    _set_service(v, service)
+    _set_send_ts(v, send_ts)
+    _set_items(v, items)
+    return v
+
+
+def _new_datagram(kind: Kind, sender: int, view: int, hb_seq: int,
+                  nacks: tuple[tuple[int, int, int], ...],
+                  vertices: tuple[Vertex, ...]) -> Datagram:
+    dg: Datagram = _new(Datagram)
+    _set_kind(dg, kind)
+    _set_sender(dg, sender)
+    _set_view(dg, view)
+    _set_hb_seq(dg, hb_seq)
+    _set_nacks(dg, nacks)
+    _set_vertices(dg, vertices)
+    _set_dg_acks(dg, ())
+    return dg
+
+
 # ----------------------------------------------------------------------------- encode
+
+_pack = msgpack.Packer(use_bin_type=True).pack
+"""``msgpack.packb(obj, use_bin_type=True)`` without building a Packer per datagram. The
+packer resets its buffer after every ``pack``, also when packing fails, and packing lists,
+tuples, ints, floats and bytes runs no Python code, so the shared packer cannot mix two
+datagrams (all protocol code runs on one thread anyway)."""
+_flatten = chain.from_iterable
 
 
 def _vertex_obj(v: Vertex) -> list[Any]:
-    acks: list[int] = []
-    for node, seq in v.acks:
-        acks.append(node)
-        acks.append(seq)
-    items: list[Any] = [
-        it if isinstance(it, bytes) else [it.total_len, it.offset, it.chunk] for it in v.items
-    ]
-    return [v.origin, v.seq, acks, SERVICE_CODES[v.service], float(v.send_ts), items]
+    # msgpack packs a tuple as an array, like a list: items that are all plain bytes go
+    # as the tuple itself (same bytes on the wire); fragments become triples
+    items: Any = v.items
+    for it in items:
+        if type(it) is not bytes:
+            items = [it if isinstance(it, bytes) else [it.total_len, it.offset, it.chunk]
+                     for it in items]
+            break
+    return [v.origin, v.seq, list(_flatten(v.acks)), SERVICE_CODES[v.service],
+            float(v.send_ts), items]
 
 
 def encode_body(dg: Datagram) -> bytes:
-    nacks: list[int] = []
-    for node, first, last in dg.nacks:
-        nacks.extend((node, first, last))
+    nacks = list(_flatten(dg.nacks))
     if dg.kind == Kind.HEARTBEAT:
-        last: list[Any] = []
-        for node, seq in dg.acks:
-            last.extend((node, seq))
+        last: list[Any] = list(_flatten(dg.acks))
     else:
-        last = [_vertex_obj(v) for v in dg.vertices]
-    obj = [int(dg.kind), dg.sender, dg.view, dg.hb_seq, nacks, last]
-    return msgpack.packb(obj, use_bin_type=True)
+        vertices = dg.vertices
+        last = ([_vertex_obj(vertices[0])] if len(vertices) == 1
+                else [_vertex_obj(v) for v in vertices])
+    return _pack([int(dg.kind), dg.sender, dg.view, dg.hb_seq, nacks, last])
 
 
 def encode_membership_body(dg: MembershipDatagram) -> bytes:
     code, body = encode_message(dg.message)
     obj = [int(Kind.MEMBERSHIP), dg.sender, dg.view, dg.incarnation, code, body]
-    return msgpack.packb(obj, use_bin_type=True)
+    return _pack(obj)
 
 
 def encode(dg: Datagram | MembershipDatagram, auth: Authenticator, wall_ms: int) -> bytes:
     """Seal one datagram; ``wall_ms``: the sender's wall clock (replay protection)."""
+    if type(dg) is Datagram:
+        return auth.seal(encode_body(dg), wall_ms)
     if isinstance(dg, MembershipDatagram):
         return auth.seal(encode_membership_body(dg), wall_ms)
     return auth.seal(encode_body(dg), wall_ms)
@@ -225,22 +277,114 @@ def decode_unchecked(data: bytes, auth: Authenticator,
     return sealed, decode_body(body, limits)
 
 
+_unpackb = msgpack.unpackb
+_unpack_options: dict[int, tuple[WireLimits, dict[str, Any]]] = {}
+"""``msgpack.unpackb``'s options by ``id(limits)`` (a node keeps one ``WireLimits``):
+``max_array_len`` is computed, and building the options once saves that per datagram.
+The entry holds its ``WireLimits``, which stays alive, so its id cannot be reused."""
+
+
+def _options(limits: WireLimits) -> dict[str, Any]:
+    entry = _unpack_options.get(id(limits))
+    if entry is not None and entry[0] is limits:
+        return entry[1]
+    options: dict[str, Any] = {
+        "use_list": True,
+        "raw": True,
+        "strict_map_key": True,
+        "max_str_len": 0,
+        "max_map_len": 0,
+        "max_ext_len": 0,
+        "max_bin_len": limits.max_datagram_bytes,
+        "max_array_len": limits.max_array_len,
+    }
+    if len(_unpack_options) >= 64:
+        _unpack_options.clear()
+    _unpack_options[id(limits)] = (limits, options)
+    return options
+
+
 def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | MembershipDatagram:
-    """Decode an authentic body; any defect raises ``DecodeError``."""
+    """Decode an authentic body; any defect raises ``DecodeError``.
+
+    The common datagram (DATA or ACK_ONLY, well formed) takes ``_decode_fast``; anything
+    it does not accept, malformed or merely unusual, goes through ``_decode_obj``, the
+    reference decoder, which raises the precise error (or decodes it)."""
+    options = _options(limits)
     try:
-        obj = msgpack.unpackb(
-            body,
-            use_list=True,
-            raw=True,
-            strict_map_key=True,
-            max_str_len=0,
-            max_map_len=0,
-            max_ext_len=0,
-            max_bin_len=limits.max_datagram_bytes,
-            max_array_len=limits.max_array_len,
-        )
+        obj = _unpackb(body, **options)
     except Exception as exc:  # msgpack raises several unrelated types; all are "malformed"
         raise DecodeError("malformed", type(exc).__name__) from None
+    dg = _decode_fast(obj, limits)
+    return dg if dg is not None else _decode_obj(obj, limits)
+
+
+_FAST_KINDS: dict[int, Kind] = {Kind.DATA.value: Kind.DATA, Kind.ACK_ONLY.value: Kind.ACK_ONLY}
+_isfinite = math.isfinite
+
+
+def _decode_fast(obj: Any, limits: WireLimits) -> Datagram | None:
+    """The well-formed DATA or ACK_ONLY datagram ``_decode_obj`` would return, or ``None``.
+
+    It makes every check of ``_decode_obj`` and ``_vertex`` for these kinds (exact types,
+    ranges, limits, the vertex matching the header), inline and without building error
+    details, and returns ``None`` at the first one that fails (also for fragments, which
+    it leaves to the reference): never an error of its own, so a refused datagram gets
+    the reference decoder's reason and detail, checked in the reference's order."""
+    if type(obj) is not list or len(obj) != 6:
+        return None
+    code, sender, view, hb_seq, flat, raw_vertices = obj
+    kind = _FAST_KINDS.get(code) if type(code) is int else None
+    if (kind is None
+            or type(sender) is not int or not 0 <= sender <= MAX_NODE_ID
+            or type(view) is not int or not 0 <= view <= MAX_VIEW_ID
+            or type(hb_seq) is not int or not 0 <= hb_seq <= MAX_SEQ
+            or type(flat) is not list or len(flat) % 3 or len(flat) > 3 * limits.max_nack_ranges
+            or type(raw_vertices) is not list or len(raw_vertices) != 1
+            or limits.max_vertices < 1):
+        return None
+    nacks: tuple[tuple[int, int, int], ...] = ()
+    if flat:
+        triples = []
+        it = iter(flat)
+        for node, first, last in zip(it, it, it, strict=False):
+            if (type(node) is not int or not 0 <= node <= MAX_NODE_ID
+                    or type(first) is not int or not 1 <= first <= MAX_SEQ
+                    or type(last) is not int or not first <= last <= MAX_SEQ):
+                return None
+            triples.append((node, first, last))
+        nacks = tuple(triples)
+    raw = raw_vertices[0]
+    if type(raw) is not list or len(raw) != 6:
+        return None
+    origin, seq, flat, service_code, ts, raw_items = raw
+    if (origin != sender or seq != hb_seq  # the sender's latest vertex: sender, hb_seq checked
+            or type(origin) is not int or type(seq) is not int or seq < 1
+            or type(flat) is not list or len(flat) % 2 or len(flat) > 2 * limits.max_members):
+        return None
+    pairs = []
+    it = iter(flat)
+    for node, ack in zip(it, it, strict=False):
+        if (type(node) is not int or not 0 <= node <= MAX_NODE_ID
+                or type(ack) is not int or not 1 <= ack <= MAX_SEQ):
+            return None
+        pairs.append((node, ack))
+    service = SERVICE_BY_CODE.get(service_code) if type(service_code) is int else None
+    ts_type = type(ts)
+    if (service is None or (ts_type is not float and ts_type is not int) or not _isfinite(ts)
+            or type(raw_items) is not list or len(raw_items) > limits.max_items):
+        return None
+    for item in raw_items:
+        if type(item) is not bytes:
+            return None
+    if (not raw_items) != (kind is Kind.ACK_ONLY):
+        return None
+    vertex = _new_vertex(origin, seq, tuple(pairs), service, float(ts), tuple(raw_items))
+    return _new_datagram(kind, sender, view, hb_seq, nacks, (vertex,))
+
+
+def _decode_obj(obj: Any, limits: WireLimits) -> Datagram | MembershipDatagram:
+    """The reference decoder of an unpacked body: every check, in order, with its detail."""
     fields = read_list(obj, "datagram")
     if len(fields) != 6:
         raise DecodeError("bad_field", "datagram arity")
