@@ -62,4 +62,4 @@ class FailureDetector:
         """When the next currently-alive node becomes suspected (if it stays silent)."""
         timeout = self.effective_timeout
         upcoming = [at + timeout for at in self.last_heard.values() if at + timeout >= now]
-        return min(upcoming, default=None)
+        return min(upcoming) if upcoming else None

@@ -187,7 +187,8 @@ class MembershipLayer:
     def sending_session(self) -> ViewSession | None:
         """The session that may carry new own vertices now, if any."""
         s = self.session
-        if s is None or not self.primary or self.promised_at is not None or s.reliable.frozen:
+        if (s is None or self.view is None or self.abandoned or self.left  # not primary
+                or self.promised_at is not None or s.reliable.frozen):
             return None
         return s
 
@@ -934,27 +935,34 @@ class MembershipLayer:
         self.evaluate(now)
 
     def next_timer(self, now: float) -> float:
-        due: list[float] = []  # session work: due times are cleared by handle_timer
-        if self.session is not None:
-            t = self.session.reliable.next_timer()
-            if t is not None:
-                due.append(t)
-        candidates: list[float] = []
-        for session, until in self.retired.values():
+        """The earliest of: the sessions' timers, the JOIN and tick times (due even when
+        past: ``handle_timer`` moves them on) and, only while still ahead of ``now``,
+        the round's deadlines, the back-off and the retired views' expiry. Called after
+        every input: a running minimum, no lists."""
+        best = self.next_tick  # handle_timer moves it on
+        session = self.session
+        if session is not None:
             t = session.reliable.next_timer()
-            if t is not None:
-                due.append(t)
-            candidates.append(until)
-        if (not self.primary or self.leaving) and not self.left:
-            due.append(self.next_join)  # handle_timer sends it and moves it on
-        due.append(self.next_tick)  # handle_timer moves it on
+            if t is not None and t < best:
+                best = t
+        for retired, until in self.retired.values():
+            t = retired.reliable.next_timer()
+            if t is not None and t < best:
+                best = t
+            if now < until < best:
+                best = until
+        # (not primary, or leaving) and not left: handle_timer sends a JOIN, moves it on
+        if (self.next_join < best and not self.left
+                and (self.view is None or self.abandoned or self.leaving)):
+            best = self.next_join
         r = self.round
         if r is not None:
-            candidates.append(min(r.deadline, r.retry_at))
-        elif self.backoff_until > now:
-            candidates.append(self.backoff_until)
-        future = [c for c in candidates if c > now]
-        return min(due + future, default=now + self.cfg.heartbeat_interval / 2)
+            t = min(r.deadline, r.retry_at)
+            if now < t < best:
+                best = t
+        elif now < self.backoff_until < best:
+            best = self.backoff_until
+        return best
 
     # ------------------------------------------------------------------ outputs
 

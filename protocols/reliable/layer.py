@@ -147,6 +147,9 @@ class ReliableLayer:
         ``lazy_ack_delay`` (None: every sender's after ``ack_delay``). Set by the session
         from the ordering threshold."""
         self.last_sent = now
+        self._beat_for: float | None = None
+        """``last_sent`` when ``_beat_at`` (its ``heartbeat_due``) was computed."""
+        self._beat_at = 0.0
         self._nack_queue: list[tuple[int, int, int]] = []
         self.outq: list[Datagram] = []
         self.frozen = False
@@ -384,28 +387,44 @@ class ReliableLayer:
             self._report_due = now + self.cfg.ack_delay
 
     def next_timer(self) -> float | None:
-        quiet = self.retired or self.quiet
-        candidates = [] if quiet else [heartbeat_due(self.last_sent,
-                                                          self.cfg.heartbeat_interval)]
-        if self._ack_deadline is not None and not self.frozen:
-            candidates.append(self._ack_deadline)
-        if self._report_due is not None:
-            candidates.append(self._report_due)
-        nack = self._nacks.next_deadline()
-        if nack is not None:
-            candidates.append(nack)
-        repair = self._repairs.next_deadline()
-        if repair is not None:
-            candidates.append(repair)
-        return min(candidates, default=None)
+        """The earliest deadline: heartbeat, ack-only vertex, report, nack or repair.
+        Called after every input, so it builds nothing: the heartbeat time is cached
+        per ``last_sent`` (a pure function of it) and the timer tables are read only
+        when non-empty (``min`` of the same values, so the same float)."""
+        best: float | None = None
+        if not (self.retired or self.quiet):
+            last = self.last_sent
+            if last != self._beat_for:
+                self._beat_for = last
+                self._beat_at = heartbeat_due(last, self.cfg.heartbeat_interval)
+            best = self._beat_at
+        t = self._ack_deadline
+        if t is not None and not self.frozen and (best is None or t < best):
+            best = t
+        t = self._report_due
+        if t is not None and (best is None or t < best):
+            best = t
+        nacks = self._nacks.deadlines
+        if nacks:
+            t = min(nacks.values())
+            if best is None or t < best:
+                best = t
+        repairs = self._repairs.pending
+        if repairs:
+            t = min(repairs.values())
+            if best is None or t < best:
+                best = t
+        return best
 
     def take_datagrams(self, now: float) -> list[Datagram]:
         """The datagrams to send now (nacks attached), in order."""
         if self._nack_queue:
             self._attach_nacks()
-        out, self.outq = self.outq, []
-        if out:
-            self.last_sent = now
+        out = self.outq
+        if not out:
+            return []
+        self.outq = []
+        self.last_sent = now
         return out
 
     def _attach_nacks(self) -> None:
