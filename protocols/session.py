@@ -242,9 +242,9 @@ class ViewSession:
         self._deliver_ready(flush=False)
 
     def _deliver_ready(self, *, flush: bool) -> None:
-        if not self.delivering:
-            return
         ordered = self._ordered
+        if not ordered or not self.delivering:
+            return
         stable_of = self.reliable.acks.stable
         holdback = self._holdback
         while ordered:

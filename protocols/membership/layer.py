@@ -306,11 +306,13 @@ class MembershipLayer:
             peer = self.peers.get(sender)
             if peer is not None:
                 peer.last_in_view = now
-                self._check_duplicate(sender, peer, now)
+                if peer.joining_since != math.inf:  # else too soon: it returns at once
+                    self._check_duplicate(sender, peer, now)
             if self.round is not None and self.round.phase == INSTALL:
                 self.round.heard_in_view.add(sender)
             session.receive(dg, now)
-            self._after_session_input(now)
+            if self.accept_wait is not None or self.install_wait is not None:
+                self._check_waits(now)  # (``_after_session_input``)
             return
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
             dg.view == self.round.proposal.view.view_id

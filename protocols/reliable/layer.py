@@ -243,13 +243,17 @@ class ReliableLayer:
                 self.counters.duplicates += 1
             elif status != HELD:
                 self._drop(status, f"vertex {v.id}")
-            touched.add(v.origin)
-            touched.update(node for node, _ in v.acks)
+            add = touched.add  # one add per node, in order: the same set (and order)
+            add(v.origin)
+            for node, _ in v.acks:
+                add(node)
         members = releaser.released
+        me = self.node_id
+        has_gap = releaser.has_gap
         for node in touched:
             # a duplicate's acks were never checked (``offer`` stops at the duplicate):
             # one naming a non-member must not reach the per-member tables
-            if node != self.node_id and node in members and releaser.has_gap(node):
+            if node != me and node in members and has_gap(node):
                 self._nacks.gap_noticed(node, now)
         return released
 
@@ -258,7 +262,7 @@ class ReliableLayer:
         acks = self.acks
         acks.apply(v)
         if v.origin != self.node_id:
-            acks.report(self.node_id, ((v.origin, v.seq),))  # we hold what we released
+            acks.report_one(self.node_id, v.origin, v.seq)  # we hold what we released
         self.store[v.origin][v.seq] = v
         self.counters.vertices_released += 1
         self._released_count += 1
