@@ -68,6 +68,8 @@ from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
 
+_REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
+
 
 @dataclass(slots=True)
 class NodeStats:
@@ -546,7 +548,7 @@ class Node:
             if isinstance(dg, Datagram):
                 if dg.kind == 0:
                     stats.data_bytes_sent += len(raw)
-                elif dg.kind == Kind.REPAIR:
+                elif dg.kind == _REPAIR:
                     stats.repair_bytes_sent += len(raw)
                 stats.nack_ranges_sent += len(dg.nacks)
         return data
