@@ -68,6 +68,8 @@ from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
 
+_REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
+
 
 @dataclass(slots=True)
 class NodeStats:
@@ -493,8 +495,15 @@ class Node:
         if session is not None:
             session.hold_releases(on, now)
 
-    def _window_clock(self, session: ViewSession | None, now: float) -> None:
-        """Feed the byte window its loss and stability signals."""
+    def datagrams_to_send(self) -> list[bytes]:
+        """Called after every input, usually with nothing to send: the window clock
+        always runs (its loss and stability signals are applied in input order), the
+        rest only when there is something queued (messages, a blocked window, datagrams
+        of a layer)."""
+        now = self._now
+        m = self.membership
+        session = m.sending_session()
+        # the window clock: feed the byte window its loss and stability signals
         c = self._counters
         if session is not None:
             session.reliable.unstable_bytes()  # moves own_bytes_stable on
@@ -504,14 +513,10 @@ class Node:
         if c.own_bytes_stable != self._seen_stable:
             self._window.on_stable(c.own_bytes_stable - self._seen_stable)
             self._seen_stable = c.own_bytes_stable
-
-    def datagrams_to_send(self) -> list[bytes]:
-        now = self._now
-        session = self.membership.sending_session()
-        self._window_clock(session, now)
-        if session is not None and self._batcher:
+        batcher = self._batcher
+        if session is not None and batcher.queue:
             sent: list[tuple[int, list[tuple[bytes, ServiceLevel]]]] = []
-            session.send_batches(self._batcher, self._window, now, sent)
+            session.send_batches(batcher, self._window, now, sent)
             view = session.view_id
             for seq, messages in sent:
                 self._own[(view, seq)] = messages
@@ -519,13 +524,18 @@ class Node:
         if window.blocked:
             unstable = session.reliable.unstable() if session is not None else 0
             flight = session.reliable.unstable_bytes() if session is not None else 0
-            if window.should_release(unstable, flight, self._batcher.pending_bytes):
+            if window.should_release(unstable, flight, batcher.pending_bytes):
                 window.blocked = False
-                self._events.append(BackpressureReleased(unstable, self._batcher.pending_bytes))
+                self._events.append(BackpressureReleased(unstable, batcher.pending_bytes))
+        # the same order as ever: membership, the retired views (oldest first), the
+        # current view; ``take_datagrams`` of an empty layer returns [] and changes nothing
         out: list[Datagram | MembershipDatagram] = []
-        out.extend(self.membership.take_datagrams())
-        for sess in self._sessions():
+        if m.outq:
+            out.extend(m.take_datagrams())
+        for sess, _ in m.retired.values():
             out.extend(sess.reliable.take_datagrams(now))
+        if m.session is not None:
+            out.extend(m.session.reliable.take_datagrams(now))
         if not out:
             return []
         auth = self._auth
@@ -538,14 +548,19 @@ class Node:
             if isinstance(dg, Datagram):
                 if dg.kind == 0:
                     stats.data_bytes_sent += len(raw)
-                elif dg.kind == Kind.REPAIR:
+                elif dg.kind == _REPAIR:
                     stats.repair_bytes_sent += len(raw)
                 stats.nack_ranges_sent += len(dg.nacks)
         return data
 
     def events(self) -> list[Event]:
-        events = self._events.copy()
-        self._events.clear()  # the layers below hold this very list
+        pending = self._events
+        if not pending:  # the usual call: nothing happened (own messages still pruned)
+            if self._own:
+                self._prune_own()
+            return []
+        events = pending.copy()
+        pending.clear()  # the layers below hold this very list
         own = self._own
         me = self.node_id
         stats = self._stats

@@ -29,15 +29,16 @@ class FailureDetector:
         self.last_heard: dict[int, float] = {}
         self.started = now
         self.lateness = 0.0
-        """Recent lateness of this process's own timers, seconds (decaying)."""
+        """Recent lateness of this process's own timers, seconds (decaying); it changes
+        only through ``ran_late``, which recomputes ``effective_timeout``."""
+        self.effective_timeout = min(self.timeout + 2 * self.lateness, 3 * self.timeout)
+        """The timeout in force: ``timeout`` plus twice the lateness, at most 3 timeouts
+        (kept, not recomputed per ``alive``: the membership asks after every input)."""
 
     def ran_late(self, late: float) -> None:
         """A timer of ours fired ``late`` seconds after it was due (called every tick)."""
         self.lateness = max(late, self.lateness * 0.9)
-
-    @property
-    def effective_timeout(self) -> float:
-        return min(self.timeout + 2 * self.lateness, 3 * self.timeout)
+        self.effective_timeout = min(self.timeout + 2 * self.lateness, 3 * self.timeout)
 
     def heard(self, node: int, now: float) -> None:
         self.last_heard[node] = now
@@ -62,4 +63,4 @@ class FailureDetector:
         """When the next currently-alive node becomes suspected (if it stays silent)."""
         timeout = self.effective_timeout
         upcoming = [at + timeout for at in self.last_heard.values() if at + timeout >= now]
-        return min(upcoming, default=None)
+        return min(upcoming) if upcoming else None

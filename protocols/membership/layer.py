@@ -171,6 +171,11 @@ class MembershipLayer:
         """Bumped whenever what ``alive_members`` reads changes (peers, view, detector)."""
         self._alive_key: tuple[float, int] = (-1.0, -1)
         self._alive: dict[int, Member] = {}
+        self._candidates: list[int] = []
+        """Listed nodes other than us ``alive_members`` checks (as of ``_version``)."""
+        self._candidates_version = -1
+        self._steady_view: ViewRecord | None = None
+        """The view ``_steady`` found quorate with listed members (a per-view fact)."""
         self.future_since: dict[int, float] = {}
         self.last_foreign_view = -math.inf
         """Last data-plane datagram of a view we are not in (a primary may exist)."""
@@ -187,7 +192,8 @@ class MembershipLayer:
     def sending_session(self) -> ViewSession | None:
         """The session that may carry new own vertices now, if any."""
         s = self.session
-        if s is None or not self.primary or self.promised_at is not None or s.reliable.frozen:
+        if (s is None or self.view is None or self.abandoned or self.left  # not primary
+                or self.promised_at is not None or s.reliable.frozen):
             return None
         return s
 
@@ -209,20 +215,35 @@ class MembershipLayer:
         return node in self.potential or (self.view is not None and node in self.view.potential)
 
     def alive_members(self, now: float) -> dict[int, Member]:
-        """Live, compatible, listed nodes (with their current incarnation), us included."""
+        """Live, compatible, listed nodes (with their current incarnation), us included.
+
+        Asked after every input, so: the listed nodes it may hold (peers and view
+        members, in the same set order as ever) are kept per ``_version`` (bumped
+        wherever peers are added, the view or the member list change), and an equal
+        ``Member`` of the previous answer is reused (they are immutable)."""
         self._now = now
-        key = (now, self._version)
-        if key == self._alive_key:
+        version = self._version
+        if now == self._alive_key[0] and version == self._alive_key[1]:
             return self._alive
+        if self._candidates_version != version:
+            self._candidates_version = version
+            me = self.node_id
+            self._candidates = [
+                node for node in set(self.peers) | set(self.view.nodes if self.view else ())
+                if node != me and self._listed(node)
+            ]
+        previous = self._alive
         out = self._alive = {self.node_id: self.me}
-        self._alive_key = key
-        detector = self.detector
-        for node in set(self.peers) | set(self.view.nodes if self.view else ()):
-            if node == self.node_id or not detector.alive(node, now) or not self._listed(node):
+        self._alive_key = (now, version)
+        alive = self.detector.alive
+        for node in self._candidates:
+            if not alive(node, now):
                 continue
             inc = self.incarnation_of(node)
             if inc is not None:
-                out[node] = Member(node, inc)
+                member = previous.get(node)
+                out[node] = (member if member is not None and member.incarnation == inc
+                             else Member(node, inc))
         return out
 
     def coordinator(self, alive: dict[int, Member], now: float) -> int | None:
@@ -285,11 +306,13 @@ class MembershipLayer:
             peer = self.peers.get(sender)
             if peer is not None:
                 peer.last_in_view = now
-                self._check_duplicate(sender, peer, now)
+                if peer.joining_since != math.inf:  # else too soon: it returns at once
+                    self._check_duplicate(sender, peer, now)
             if self.round is not None and self.round.phase == INSTALL:
                 self.round.heard_in_view.add(sender)
             session.receive(dg, now)
-            self._after_session_input(now)
+            if self.accept_wait is not None or self.install_wait is not None:
+                self._check_waits(now)  # (``_after_session_input``)
             return
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
             dg.view == self.round.proposal.view.view_id
@@ -328,7 +351,10 @@ class MembershipLayer:
                 self._refuse(sender, dg.incarnation, "not_listed",
                              f"node {sender} is not in the member list", now)
             return
-        peer = self.peers.setdefault(sender, Peer())
+        peer = self.peers.get(sender)
+        if peer is None:
+            peer = self.peers[sender] = Peer()
+            self._version += 1  # a new candidate for ``alive_members``
         if dg.incarnation < peer.incarnation:
             self._drop("stale_incarnation", f"node {sender} incarnation {dg.incarnation}")
             return
@@ -864,8 +890,12 @@ class MembershipLayer:
         self.last_activity = now
 
     def evaluate(self, now: float) -> None:
-        """After every input: suspicion, lease, waits, coordination."""
-        alive = frozenset(self.alive_members(now))
+        """After every input: suspicion, lease, waits, coordination. In a steady view
+        (``_steady``) none of them can act, at any time, so it returns at once."""
+        members = self.alive_members(now)
+        if self._steady(members):
+            return
+        alive = frozenset(members)
         if alive != self._last_alive:
             self._last_alive = alive
             self.alive_changed = now
@@ -907,6 +937,43 @@ class MembershipLayer:
         for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
             del self.retired[view_id]
 
+    def _steady(self, alive: dict[int, Member]) -> bool:
+        """``evaluate`` would change nothing: a quorate view whose members (exactly) are
+        the live set already recorded, nobody leaving, joining, refused as a duplicate
+        or abandoning, no round, no wait, no later view heard of, no retired view. Then
+        each of its steps is a no-op whatever the time: the live set is unchanged (no
+        ``alive_changed``), every member is live (no suspicion) and forms the lease, no
+        wait or ``future_since`` deadline exists, and ``_change_needed`` finds the view
+        equal to the desired one (so the coordinator, whoever it is, starts nothing).
+        Anything else takes the full path."""
+        view = self.view
+        if (view is None or self.abandoned or self.left or self.leaving
+                or self.round is not None or self.promised_at is not None
+                or self.accept_wait is not None or self.install_wait is not None
+                or self.leave_wait is not None or self.future_since or self.retired
+                or view.potential != self.potential):
+            return False
+        members = view.members
+        last = self._last_alive
+        if len(alive) != len(members) or len(last) != len(members):
+            return False
+        for m in members:
+            live = alive.get(m.node)
+            if live is None or live.incarnation != m.incarnation or m.node not in last:
+                return False
+        for peer in self.peers.values():
+            if (peer.leaving or peer.joining_since != math.inf
+                    or peer.refused == "duplicate_node_id"):
+                return False
+        if self._steady_view is not view:
+            # the lease (every member) holds a quorum; every member is listed, so the
+            # desired view (live listed nodes) is the view itself
+            if not (has_quorum(view.nodes, view.potential, self.cfg.expected_votes)
+                    and set(view.nodes) <= set(view.potential)):
+                return False
+            self._steady_view = view
+        return True
+
     def _stale(self, view_id: int, now: float) -> bool:
         """Datagrams of a later view have kept coming for a while and nobody installed it
         here: we were left out of it (the coordinator repeats INSTALL to its members)."""
@@ -921,8 +988,9 @@ class MembershipLayer:
             self.next_tick = next_beat(now, self.cfg.heartbeat_interval)
         if self.session is not None:
             self.session.handle_timer(now)
-        for session, _ in list(self.retired.values()):
-            session.handle_timer(now)
+        if self.retired:
+            for session, _ in list(self.retired.values()):
+                session.handle_timer(now)
         if not self.primary and not self.left and now >= self.next_join:
             self.next_join = now + self.cfg.heartbeat_interval
             self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
@@ -934,27 +1002,34 @@ class MembershipLayer:
         self.evaluate(now)
 
     def next_timer(self, now: float) -> float:
-        due: list[float] = []  # session work: due times are cleared by handle_timer
-        if self.session is not None:
-            t = self.session.reliable.next_timer()
-            if t is not None:
-                due.append(t)
-        candidates: list[float] = []
-        for session, until in self.retired.values():
+        """The earliest of: the sessions' timers, the JOIN and tick times (due even when
+        past: ``handle_timer`` moves them on) and, only while still ahead of ``now``,
+        the round's deadlines, the back-off and the retired views' expiry. Called after
+        every input: a running minimum, no lists."""
+        best = self.next_tick  # handle_timer moves it on
+        session = self.session
+        if session is not None:
             t = session.reliable.next_timer()
-            if t is not None:
-                due.append(t)
-            candidates.append(until)
-        if (not self.primary or self.leaving) and not self.left:
-            due.append(self.next_join)  # handle_timer sends it and moves it on
-        due.append(self.next_tick)  # handle_timer moves it on
+            if t is not None and t < best:
+                best = t
+        for retired, until in self.retired.values():
+            t = retired.reliable.next_timer()
+            if t is not None and t < best:
+                best = t
+            if now < until < best:
+                best = until
+        # (not primary, or leaving) and not left: handle_timer sends a JOIN, moves it on
+        if (self.next_join < best and not self.left
+                and (self.view is None or self.abandoned or self.leaving)):
+            best = self.next_join
         r = self.round
         if r is not None:
-            candidates.append(min(r.deadline, r.retry_at))
-        elif self.backoff_until > now:
-            candidates.append(self.backoff_until)
-        future = [c for c in candidates if c > now]
-        return min(due + future, default=now + self.cfg.heartbeat_interval / 2)
+            t = min(r.deadline, r.retry_at)
+            if now < t < best:
+                best = t
+        elif now < self.backoff_until < best:
+            best = self.backoff_until
+        return best
 
     # ------------------------------------------------------------------ outputs
 

@@ -23,27 +23,28 @@ from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, ITEM_OVERHEAD
 
 class Batcher:
     def __init__(self) -> None:
-        self._queue: deque[tuple[bytes, ServiceLevel]] = deque()
+        self.queue: deque[tuple[bytes, ServiceLevel]] = deque()
+        """Messages not yet wholly sent, oldest first (read it, never write: ``add``)."""
         self._offset = 0  # bytes of the head message already sent as fragments
         self.pending_bytes = 0
         self.completed: list[tuple[bytes, ServiceLevel]] = []
         """Messages whose last byte went into a vertex since the caller last emptied it."""
 
     def __bool__(self) -> bool:
-        return bool(self._queue)
+        return bool(self.queue)
 
     @property
     def queued(self) -> int:
         """Messages queued (the head one may be partly sent as fragments)."""
-        return len(self._queue)
+        return len(self.queue)
 
     def add(self, payload: bytes, service: ServiceLevel) -> None:
-        self._queue.append((payload, service))
+        self.queue.append((payload, service))
         self.pending_bytes += len(payload)
 
     def next_vertex(self, room: int) -> tuple[ServiceLevel, tuple[Item, ...]]:
         """Items of the next vertex, using at most ``room`` bytes; the queue must be non-empty."""
-        queue = self._queue
+        queue = self.queue
         payload, service = queue[0]
         if self._offset or len(payload) + ITEM_OVERHEAD > room:
             size = room - FRAGMENT_OVERHEAD
@@ -87,7 +88,7 @@ class Batcher:
             return
         self.restart_partial()
         for payload, service in reversed(messages):
-            self._queue.appendleft((payload, service))
+            self.queue.appendleft((payload, service))
             self.pending_bytes += len(payload)
 
 

@@ -96,7 +96,11 @@ class CausalReleaser:
             v = held[origin].get(released[origin] + 1)
             if v is None or (self.limit is not None and v.seq > self.limit[origin]):
                 continue
-            blocker = next((n for n, s in v.acks if released[n] < s), None)
+            blocker = None  # the first ack not yet released (a loop: no generator)
+            for n, s in v.acks:
+                if released[n] < s:
+                    blocker = n
+                    break
             if blocker is not None:
                 blocked_on.setdefault(blocker, set()).add(origin)
                 continue

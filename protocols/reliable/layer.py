@@ -61,6 +61,9 @@ from amcast.protocols.wire.membership import Availability, HeldVertex
 
 Drop = Callable[[str, str], None]
 
+# per datagram on the hot path: a module global is read far faster than an enum member
+_DATA, _ACK_ONLY, _REPAIR = Kind.DATA, Kind.ACK_ONLY, Kind.REPAIR
+
 
 def repair_size(v: Vertex) -> int:
     """Upper bound of the bytes of a REPAIR datagram carrying ``v`` alone."""
@@ -147,6 +150,9 @@ class ReliableLayer:
         ``lazy_ack_delay`` (None: every sender's after ``ack_delay``). Set by the session
         from the ordering threshold."""
         self.last_sent = now
+        self._beat_for: float | None = None
+        """``last_sent`` when ``_beat_at`` (its ``heartbeat_due``) was computed."""
+        self._beat_at = 0.0
         self._nack_queue: list[tuple[int, int, int]] = []
         self.outq: list[Datagram] = []
         self.frozen = False
@@ -227,7 +233,7 @@ class ReliableLayer:
         if self.retired:
             return released
         touched = {dg.sender}
-        repair = dg.kind == Kind.REPAIR
+        repair = dg.kind == _REPAIR
         for v in dg.vertices:
             try:
                 status = releaser.offer(v, released)
@@ -240,13 +246,17 @@ class ReliableLayer:
                 self.counters.duplicates += 1
             elif status != HELD:
                 self._drop(status, f"vertex {v.id}")
-            touched.add(v.origin)
-            touched.update(node for node, _ in v.acks)
+            add = touched.add  # one add per node, in order: the same set (and order)
+            add(v.origin)
+            for node, _ in v.acks:
+                add(node)
         members = releaser.released
+        me = self.node_id
+        has_gap = releaser.has_gap
         for node in touched:
             # a duplicate's acks were never checked (``offer`` stops at the duplicate):
             # one naming a non-member must not reach the per-member tables
-            if node != self.node_id and node in members and releaser.has_gap(node):
+            if node != me and node in members and has_gap(node):
                 self._nacks.gap_noticed(node, now)
         return released
 
@@ -255,7 +265,7 @@ class ReliableLayer:
         acks = self.acks
         acks.apply(v)
         if v.origin != self.node_id:
-            acks.report(self.node_id, ((v.origin, v.seq),))  # we hold what we released
+            acks.report_one(self.node_id, v.origin, v.seq)  # we hold what we released
         self.store[v.origin][v.seq] = v
         self.counters.vertices_released += 1
         self._released_count += 1
@@ -331,7 +341,7 @@ class ReliableLayer:
             acks = self.acks_delta()
         self.seq += 1
         v = Vertex(self.node_id, self.seq, acks, service, now, items)
-        kind = Kind.DATA if items else Kind.ACK_ONLY
+        kind = _DATA if items else _ACK_ONLY
         if items:
             size = sum(len(it) if isinstance(it, bytes) else len(it.chunk) for it in items)
             size += FIXED_OVERHEAD + ITEM_OVERHEAD * len(items)
@@ -384,28 +394,44 @@ class ReliableLayer:
             self._report_due = now + self.cfg.ack_delay
 
     def next_timer(self) -> float | None:
-        quiet = self.retired or self.quiet
-        candidates = [] if quiet else [heartbeat_due(self.last_sent,
-                                                          self.cfg.heartbeat_interval)]
-        if self._ack_deadline is not None and not self.frozen:
-            candidates.append(self._ack_deadline)
-        if self._report_due is not None:
-            candidates.append(self._report_due)
-        nack = self._nacks.next_deadline()
-        if nack is not None:
-            candidates.append(nack)
-        repair = self._repairs.next_deadline()
-        if repair is not None:
-            candidates.append(repair)
-        return min(candidates, default=None)
+        """The earliest deadline: heartbeat, ack-only vertex, report, nack or repair.
+        Called after every input, so it builds nothing: the heartbeat time is cached
+        per ``last_sent`` (a pure function of it) and the timer tables are read only
+        when non-empty (``min`` of the same values, so the same float)."""
+        best: float | None = None
+        if not (self.retired or self.quiet):
+            last = self.last_sent
+            if last != self._beat_for:
+                self._beat_for = last
+                self._beat_at = heartbeat_due(last, self.cfg.heartbeat_interval)
+            best = self._beat_at
+        t = self._ack_deadline
+        if t is not None and not self.frozen and (best is None or t < best):
+            best = t
+        t = self._report_due
+        if t is not None and (best is None or t < best):
+            best = t
+        nacks = self._nacks.deadlines
+        if nacks:
+            t = min(nacks.values())
+            if best is None or t < best:
+                best = t
+        repairs = self._repairs.pending
+        if repairs:
+            t = min(repairs.values())
+            if best is None or t < best:
+                best = t
+        return best
 
     def take_datagrams(self, now: float) -> list[Datagram]:
         """The datagrams to send now (nacks attached), in order."""
         if self._nack_queue:
             self._attach_nacks()
-        out, self.outq = self.outq, []
-        if out:
-            self.last_sent = now
+        out = self.outq
+        if not out:
+            return []
+        self.outq = []
+        self.last_sent = now
         return out
 
     def _attach_nacks(self) -> None:

@@ -49,7 +49,10 @@ class NackTimers:
         self.deadlines.pop(node, None)
 
     def next_deadline(self) -> float | None:
-        return min(self.deadlines.values(), default=None)
+        # not ``min(..., default=None)``: a keyword argument sends ``min`` down CPython's
+        # slow argument parsing (about 0.7 us even for an empty dict), on every next_timer
+        deadlines = self.deadlines
+        return min(deadlines.values()) if deadlines else None
 
 
 class RepairTimers:
@@ -93,4 +96,5 @@ class RepairTimers:
         self.pending.pop(vid, None)
 
     def next_deadline(self) -> float | None:
-        return min(self.pending.values(), default=None)
+        pending = self.pending
+        return min(pending.values()) if pending else None

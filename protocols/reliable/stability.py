@@ -52,6 +52,12 @@ class AckMatrix:
             if node in held and seq > held[node]:
                 self._raise(held, node, seq)
 
+    def report_one(self, member: int, node: int, seq: int) -> None:
+        """``report(member, ((node, seq),))`` without building the tuple."""
+        held = self.held[member]
+        if node in held and seq > held[node]:
+            self._raise(held, node, seq)
+
     def _raise(self, vec: dict[int, int], node: int, seq: int) -> None:
         """Raise one entry; the column's minimum can only move once no entry sits on it."""
         old = vec[node]
