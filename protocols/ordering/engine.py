@@ -19,6 +19,9 @@ a new activation starts with every processor's vote recomputed from its (possibl
 first message. The new activation is evaluated at once, since G may already hold what
 it needs. When no rule closes the activation, GL-ToTo may deliver a stable prefix of its
 sources (section 5); those stay in G, voting as candidates, until the activation closes.
+For GL-ToTo the early rule, the default rule and the stable prefix are answered in one
+pass (``rules.gltoto``); an insertion that casts no vote (a processor's later message)
+changes no rule's answer and is not evaluated, except under ToTo.
 
 Ack-only messages (payload None) are vertices like any other: they vote, can be
 candidates and leave G exactly when the rules deliver them, so every processor removes
@@ -168,7 +171,8 @@ class TotalOrderEngine:
             j = index_of.get(node)
             if j is None:
                 raise ProtocolViolation("unknown_sender", f"ack of non-member {node}")
-            if acked > inserted[j] or acked < 1 or (j == index and acked >= seq):
+            # (an ack of the sender's own seq or later is past inserted[index] = seq - 1)
+            if acked > inserted[j] or acked < 1:
                 raise ProtocolViolation(
                     "ack_unknown", f"{message.id} acks unseen ({node}, {acked})"
                 )
@@ -199,6 +203,26 @@ class TotalOrderEngine:
         stamp = self.activation
         if vertex.stamp == stamp:
             return vertex.mask
+        if vertex.pending == 0:  # a candidate
+            vertex.mask = 1 << vertex.index
+            vertex.stamp = stamp
+            return vertex.mask
+        # fast path: every predecessor in G is a candidate or already known (an ack of
+        # the candidates, the common case); the walk below would find the same mask
+        mask = 0
+        for pred in vertex.preds:
+            if pred.delivered:
+                continue
+            if pred.pending == 0:
+                mask |= 1 << pred.index
+            elif pred.stamp == stamp:
+                mask |= pred.mask
+            else:
+                break
+        else:
+            vertex.mask = mask
+            vertex.stamp = stamp
+            return mask
         stack = [vertex]
         push, pop = stack.append, stack.pop
         while stack:
@@ -280,6 +304,8 @@ class TotalOrderEngine:
                 return out
             self._emit(chosen & ~self._gl_delivered, fired, out)
             self._close_activation(chosen | self._gl_delivered)
+            if not self._size:
+                return out  # G is empty: no candidate, no vote, nothing can fire
 
     def _early(self, rule: OrderingRule, votes: ActivationVotes, phi: float) -> int | None:
         if rule is OrderingRule.STOTO:
@@ -362,8 +388,8 @@ class TotalOrderEngine:
                     roots += self._drop_ack(root.index)
         self.activation += 1
         self._gl_delivered = 0
-        votes = self._votes
-        votes.reset()
-        for chain in self._chains:
-            if chain:
-                self._cast_vote(chain[0])
+        self._votes.reset()
+        if self._size:  # else every chain is empty
+            for chain in self._chains:
+                if chain:
+                    self._cast_vote(chain[0])

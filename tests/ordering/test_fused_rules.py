@@ -54,8 +54,22 @@ def test_fused_gltoto_answers_what_the_three_rules_answer() -> None:
 
 
 class _ReferenceEngine(TotalOrderEngine):
-    """The engine with every rule evaluated from scratch by the paper's functions, and
+    """The engine with every rule evaluated from scratch by the paper's functions, the
+    candidates below a vertex found by a plain walk (no memo, no fast path), and
     ack-only roots removed by scanning every chain until nothing changes."""
+
+    def _candidates_below(self, vertex):  # type: ignore[no-untyped-def]
+        mask, seen, stack = 0, set(), [vertex]
+        while stack:
+            top = stack.pop()
+            if top.delivered or id(top) in seen:
+                continue
+            seen.add(id(top))
+            if top.pending == 0:
+                mask |= 1 << top.index
+            else:
+                stack.extend(top.preds)
+        return mask
 
     def _evaluate_gltoto(self) -> list:  # type: ignore[type-arg]
         return self._evaluate()
