@@ -19,6 +19,9 @@ a new activation starts with every processor's vote recomputed from its (possibl
 first message. The new activation is evaluated at once, since G may already hold what
 it needs. When no rule closes the activation, GL-ToTo may deliver a stable prefix of its
 sources (section 5); those stay in G, voting as candidates, until the activation closes.
+For GL-ToTo the early rule, the default rule and the stable prefix are answered in one
+pass (``rules.gltoto``); an insertion that casts no vote (a processor's later message)
+changes no rule's answer and is not evaluated, except under ToTo.
 
 Ack-only messages (payload None) are vertices like any other: they vote, can be
 candidates and leave G exactly when the rules deliver them, so every processor removes
@@ -62,7 +65,7 @@ from amcast.protocols.errors import ConfigurationError, ProtocolViolation
 from amcast.protocols.ordering import rules
 from amcast.protocols.ordering.config import OrderingConfig, OrderingRule
 from amcast.protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered
-from amcast.protocols.ordering.votes import ActivationVotes, bits
+from amcast.protocols.ordering.votes import ActivationVotes
 
 
 class _Vertex:
@@ -94,7 +97,7 @@ class TotalOrderEngine:
         self.rule = self.config.rule
         self._index = {node: i for i, node in enumerate(self.members)}
         self._chains: list[deque[_Vertex]] = [deque() for _ in self.members]
-        self._vertices: dict[tuple[int, int], _Vertex] = {}
+        self._size = 0  # vertices in G (chain k holds sender k's seqs delivered+1..inserted)
         self._inserted = [0] * self.n
         self._delivered_seq = [0] * self.n
         self._votes = ActivationVotes(self.n)
@@ -110,12 +113,12 @@ class TotalOrderEngine:
     @property
     def pending(self) -> int:
         """Vertices in G (inserted, not yet delivered)."""
-        return len(self._vertices)
+        return self._size
 
     @property
     def pending_payloads(self) -> int:
         """Vertices in G that carry a payload (ack-only ones excluded)."""
-        return sum(1 for v in self._vertices.values() if v.message.payload is not None)
+        return sum(1 for chain in self._chains for v in chain if v.message.payload is not None)
 
     @property
     def ntail(self) -> int:
@@ -132,13 +135,15 @@ class TotalOrderEngine:
             self._cast_vote(vertex)
         elif self.rule is not OrderingRule.TOTO:
             return []  # votes unchanged: only ToTo's tail(m) depends on later messages
+        if self.rule is OrderingRule.GLTOTO:
+            return self._evaluate_gltoto()
         return self._evaluate()
 
     def close(self) -> list[MessageDelivered]:
         """Deliver everything left in G, deterministically (end of a view, see above)."""
         out: list[MessageDelivered] = []
         chains = self._chains
-        while self._vertices:
+        while self._size:
             roots = 0
             for i, chain in enumerate(chains):
                 if chain and chain[0].pending == 0:
@@ -150,35 +155,47 @@ class TotalOrderEngine:
     # -- the DAG ----------------------------------------------------------------------
 
     def _add_vertex(self, message: CausalMessage) -> _Vertex:
-        index = self._index.get(message.sender)
+        index_of = self._index
+        index = index_of.get(message.sender)
         if index is None:
             raise ProtocolViolation("unknown_sender", f"{message.sender} is not a member")
-        expected = self._inserted[index] + 1
-        if message.seq != expected:
-            reason = "duplicate" if message.seq < expected else "sequence_gap"
+        inserted = self._inserted
+        seq = message.seq
+        expected = inserted[index] + 1
+        if seq != expected:
+            reason = "duplicate" if seq < expected else "sequence_gap"
             raise ProtocolViolation(reason, f"{message.id} inserted, expected seq {expected}")
-        latest: dict[int, int] = {}
-        for node, seq in message.acks:
-            j = self._index.get(node)
+        delivered_seq = self._delivered_seq
+        latest: dict[int, int] | None = None  # other sender index -> latest seq acked in G
+        for node, acked in message.acks:
+            j = index_of.get(node)
             if j is None:
                 raise ProtocolViolation("unknown_sender", f"ack of non-member {node}")
-            if seq > self._inserted[j] or seq < 1 or (j == index and seq >= message.seq):
-                raise ProtocolViolation("ack_unknown", f"{message.id} acks unseen ({node}, {seq})")
-            if seq > latest.get(j, 0):
-                latest[j] = seq
-        if message.seq > 1:
-            latest[index] = max(latest.get(index, 0), message.seq - 1)
-        preds: list[_Vertex] = []
-        vertices = self._vertices
-        for j, seq in latest.items():
-            if seq > self._delivered_seq[j]:
-                preds.append(vertices[(self.members[j], seq)])
+            # (an ack of the sender's own seq or later is past inserted[index] = seq - 1)
+            if acked > inserted[j] or acked < 1:
+                raise ProtocolViolation(
+                    "ack_unknown", f"{message.id} acks unseen ({node}, {acked})"
+                )
+            # an ack of a delivered message, or of the sender's own chain (implied by the
+            # edge to its previous message), adds no edge
+            if j != index and acked > delivered_seq[j]:
+                if latest is None:
+                    latest = {j: acked}
+                elif acked > latest.get(j, 0):
+                    latest[j] = acked
+        chains = self._chains
+        chain = chains[index]
+        # the sender's previous message, seq - 1, is in G iff its chain is not empty
+        preds: list[_Vertex] = [chain[-1]] if chain else []
+        if latest is not None:
+            for j, acked in latest.items():  # chain j holds seqs delivered_seq[j] + 1, ...
+                preds.append(chains[j][acked - delivered_seq[j] - 1])
         vertex = _Vertex(message, index, preds)
         for pred in preds:
             pred.children.append(vertex)
-        vertices[(message.sender, message.seq)] = vertex
-        self._chains[index].append(vertex)
-        self._inserted[index] = message.seq
+        chain.append(vertex)
+        self._size += 1
+        inserted[index] = seq
         return vertex
 
     def _candidates_below(self, vertex: _Vertex) -> int:
@@ -186,6 +203,26 @@ class TotalOrderEngine:
         stamp = self.activation
         if vertex.stamp == stamp:
             return vertex.mask
+        if vertex.pending == 0:  # a candidate
+            vertex.mask = 1 << vertex.index
+            vertex.stamp = stamp
+            return vertex.mask
+        # fast path: every predecessor in G is a candidate or already known (an ack of
+        # the candidates, the common case); the walk below would find the same mask
+        mask = 0
+        for pred in vertex.preds:
+            if pred.delivered:
+                continue
+            if pred.pending == 0:
+                mask |= 1 << pred.index
+            elif pred.stamp == stamp:
+                mask |= pred.mask
+            else:
+                break
+        else:
+            vertex.mask = mask
+            vertex.stamp = stamp
+            return mask
         stack = [vertex]
         push, pop = stack.append, stack.pop
         while stack:
@@ -253,6 +290,23 @@ class TotalOrderEngine:
                     self._emit(newly, DeliveryRule.GL_PREFIX, out)
             return out
 
+    def _evaluate_gltoto(self) -> list[MessageDelivered]:
+        """``_evaluate`` for GL-ToTo, with the rules fused into one pass (``rules.gltoto``)."""
+        out: list[MessageDelivered] = []
+        votes = self._votes
+        phi = self.phi
+        while True:
+            fired, chosen = rules.gltoto(votes, phi, self._gl_delivered)
+            if fired is DeliveryRule.GL_PREFIX:
+                if chosen:
+                    self._gl_delivered |= chosen
+                    self._emit(chosen, fired, out)
+                return out
+            self._emit(chosen & ~self._gl_delivered, fired, out)
+            self._close_activation(chosen | self._gl_delivered)
+            if not self._size:
+                return out  # G is empty: no candidate, no vote, nothing can fire
+
     def _early(self, rule: OrderingRule, votes: ActivationVotes, phi: float) -> int | None:
         if rule is OrderingRule.STOTO:
             return rules.stoto_early(votes, phi)
@@ -266,8 +320,12 @@ class TotalOrderEngine:
         votes = self._votes
         ntail = votes.ntail
         unseen = self.n - ntail
-        for c in bits(chosen):
-            message = self._chains[c][0].message
+        chains = self._chains
+        while chosen:  # bits(chosen), inlined
+            low = chosen & -chosen
+            chosen ^= low
+            c = low.bit_length() - 1
+            message = chains[c][0].message
             self.delivered_vertices += 1
             if message.payload is None:
                 self.delivered_ack_only += 1
@@ -287,46 +345,51 @@ class TotalOrderEngine:
             )
             self.position += 1
 
-    def _leave(self, c: int) -> None:
-        """The head of sender index ``c``'s chain leaves G."""
+    def _leave(self, c: int) -> list[_Vertex]:
+        """The head of sender index ``c``'s chain leaves G; return its children."""
         vertex = self._chains[c].popleft()
         vertex.delivered = True
-        message = vertex.message
-        self._delivered_seq[c] = message.seq
-        del self._vertices[(message.sender, message.seq)]
-        for child in vertex.children:
+        self._delivered_seq[c] = vertex.message.seq
+        self._size -= 1
+        children = vertex.children
+        for child in children:
             child.pending -= 1
         vertex.children = []
         vertex.preds = []
+        return children
 
-    def _drop_ack(self, c: int) -> None:
+    def _drop_ack(self, c: int) -> list[_Vertex]:
         """The ack-only root at the head of chain ``c`` leaves G undelivered."""
-        self._leave(c)
         self.delivered_vertices += 1
         self.delivered_ack_only += 1
-
-    def _drop_ack_roots(self) -> None:
-        """Remove every ack-only vertex whose predecessors have all left G, until none is
-        left (removing one can make the next of its chain, or an ack of it, a root)."""
-        chains = self._chains
-        changed = True
-        while changed:
-            changed = False
-            for c, chain in enumerate(chains):
-                while chain and chain[0].pending == 0 and chain[0].message.payload is None:
-                    self._drop_ack(c)
-                    changed = True
+        return self._leave(c)
 
     def _close_activation(self, delivered: int) -> None:
-        """Remove the delivered candidates from G and open the next activation."""
-        for c in bits(delivered):
-            self._leave(c)
+        """Remove the delivered candidates from G and open the next activation.
+
+        With ``ack_roots_leave``, every ack-only vertex whose predecessors have all left
+        then leaves too, until none is left (removing one can make the next of its chain,
+        or an ack of it, a root). Only a vertex that has just lost its last predecessor
+        can be one: no vertex in G is an ack-only root between two calls (one is removed
+        on insertion, and ``pending`` falls only here). Such a vertex is the head of its
+        chain, since a vertex's previous message is one of its predecessors. The set
+        removed is the same in any order: removing a vertex only lowers others' pending.
+        """
+        leave = self._leave
+        roots: list[_Vertex] = []  # children of the vertices that left
+        while delivered:  # bits(delivered), inlined
+            low = delivered & -delivered
+            delivered ^= low
+            roots += leave(low.bit_length() - 1)
         if self._ack_roots_leave:
-            self._drop_ack_roots()
+            while roots:
+                root = roots.pop()  # a child of a vertex that left (maybe of several)
+                if root.pending == 0 and not root.delivered and root.message.payload is None:
+                    roots += self._drop_ack(root.index)
         self.activation += 1
         self._gl_delivered = 0
-        votes = self._votes
-        votes.reset()
-        for chain in self._chains:
-            if chain:
-                self._cast_vote(chain[0])
+        self._votes.reset()
+        if self._size:  # else every chain is empty
+            for chain in self._chains:
+                if chain:
+                    self._cast_vote(chain[0])

@@ -23,12 +23,19 @@ The rules (``n`` processors, ``Ntail(G) = n - u``):
 - default (2, 3): ``Ntail(G) = n``: deliver all of M_G. ``lex`` is the default rule alone.
 - GL-ToTo (5): the stable prefix of M_G in processor-id order, from the paper's
   pseudo-code; its sources may be delivered before the activation ends.
+
+The functions above are the rules as the paper states them. ``gltoto`` is what the
+engine runs for GL-ToTo (the Node's rule) after every vote: the same three questions
+(``gtoto_early``, then ``default_rule``, then ``gl_prefix``) answered in one pass, which
+computes each candidate's nvt, the strong candidates and the sources once instead of up
+to twice each. ``tests/ordering/test_fused_rules.py`` checks it against the three.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from amcast.protocols.ordering.messages import DeliveryRule
 from amcast.protocols.ordering.votes import ActivationVotes, bits
 
 TailCount = Callable[[int], int]
@@ -154,3 +161,102 @@ def gl_prefix(v: ActivationVotes, phi: float, delivered: int) -> int:
             continue  # m_i will never become a source in this activation
         break
     return newly
+
+
+def _toto_sources_of(voters: list[int], candidates: int, u: int, phi: float) -> int:
+    """``toto_sources`` on masks, without lists or generators (``gltoto``'s inner loop)."""
+    if u > phi:
+        return 0
+    threats = 0
+    rest = candidates
+    while rest:
+        low = rest & -rest
+        if voters[low.bit_length() - 1].bit_count() + u > phi:
+            threats |= low
+        rest ^= low
+    sources = 0
+    rest = candidates
+    while rest:
+        low = rest & -rest
+        rest ^= low
+        not_i = ~voters[low.bit_length() - 1]
+        others = threats & ~low
+        while others:
+            j = others & -others
+            if (voters[j.bit_length() - 1] & not_i).bit_count() + u > phi:
+                break
+            others ^= j
+        else:
+            sources |= low
+    return sources
+
+
+def _lost_to(voters: list[int], i: int, strong: int, phi: float) -> bool:
+    """``_has_lost`` with the winners as a mask: Future(j, i) = {1} for some j in it."""
+    not_i = ~voters[i]
+    while strong:
+        low = strong & -strong
+        if (voters[low.bit_length() - 1] & not_i).bit_count() > phi:
+            return True
+        strong ^= low
+    return False
+
+
+def gltoto(v: ActivationVotes, phi: float, delivered: int) -> tuple[DeliveryRule, int]:
+    """One GL-ToTo evaluation: ``(EARLY, S_G)`` if ``gtoto_early`` fires, else
+    ``(DEFAULT, M_G)`` if ``default_rule`` does, else ``(GL_PREFIX, newly)`` with
+    ``newly = gl_prefix(v, phi, delivered)`` (possibly 0).
+
+    Same answers as those three functions, in one pass: the strong candidates (nvt >
+    phi) are computed once, as a mask, and the ToTo sources (the pairwise checks) only
+    when a question needs them, at most once.
+    """
+    candidates = v.candidates
+    voters = v.voters
+    voted = v.voted
+    n = v.n
+    u = n - voted.bit_count()
+    strong = 0  # _strong(v, v.candidates, phi), as a mask
+    rest = candidates
+    while rest:
+        low = rest & -rest
+        if voters[low.bit_length() - 1].bit_count() > phi:
+            strong |= low
+        rest ^= low
+    stable_floor = n - u >= n - phi  # Ntail(G) >= n - phi, as gtoto_early and gl_prefix test it
+    sources = -1  # gtoto_sources(v, phi), once needed
+    if stable_floor and strong:  # gtoto_early
+        sources = _toto_sources_of(voters, candidates, u, phi) | strong
+        rest = candidates & ~sources
+        while rest:
+            low = rest & -rest
+            i = low.bit_length() - 1
+            if voters[i].bit_count() + u > phi or not _lost_to(voters, i, strong, phi):
+                break
+            rest ^= low
+        else:
+            return DeliveryRule.EARLY, sources
+    full = (1 << n) - 1
+    if voted == full:  # default_rule
+        return DeliveryRule.DEFAULT, candidates
+    # gl_prefix: candidates below first_unseen() not yet delivered, in id order (the
+    # other processors below it are skipped by the paper's loop)
+    missing = ~voted & full
+    below = (missing & -missing) - 1 if missing else full
+    rest = candidates & below & ~delivered
+    newly = 0
+    while rest:
+        bit = rest & -rest
+        rest ^= bit
+        if sources < 0:
+            sources = _toto_sources_of(voters, candidates, u, phi) | strong
+        if sources & bit:
+            if strong & bit or stable_floor:
+                newly |= bit
+                continue
+            break
+        i = bit.bit_length() - 1
+        if voters[i].bit_count() + u <= phi and _lost_to(voters, i, strong, phi):
+            continue  # m_i will never become a source in this activation
+        break
+    return DeliveryRule.GL_PREFIX, newly
