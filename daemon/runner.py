@@ -616,9 +616,12 @@ class Daemon:
                     if record is not None:  # durable before anything of this step is sent
                         self.state.write(record)
                     if out:
-                        transport.send(out)
-                        if self.trace is not None:
-                            self.trace.sent(self.now(), out)
+                        if self.trace is None:
+                            transport.send(out)
+                        else:  # stamped as handed to the kernel, recorded after
+                            sent_at = self.now()
+                            transport.send(out)
+                            self.trace.sent(sent_at, out)
                 except Exception:
                     self._failed("engine_error", "datagrams_to_send")
                 try:

@@ -15,7 +15,7 @@ offset to the wall clock taken at its start, the clock of ``delivery.jsonl``):
 
 - ``["c", ts, client, messages]``: a client's send frame was accepted;
 - ``["s", ts, kind, [[origin, seq], ...]]``: a datagram this daemon sent (``ts`` taken
-  when the send call returned), with the vertices it carries;
+  just before the send call), with the vertices it carries;
 - ``["r", ts, kind, sender, [[origin, seq], ...]]``: one it received, ``ts`` when the
   daemon woke up for it (the time the engine is handed), before it is processed.
 

@@ -7,9 +7,10 @@ and ordered at the sender:
 
 1. ``frame -> vertex``: the first client send frame accepted since the sender's previous
    data vertex was made, to this vertex being made (submit, batching, the window);
-2. ``vertex -> sent``: made to the send call returning (encode, seal, ``sendto``);
-3. ``sent -> received``: to the decisive voter's wake-up for it (the kernel's loopback
-   delivery, the wake-up, and any work the voter was busy with);
+2. ``vertex -> sent``: made to the send call (encode, seal, the rest of the pump);
+3. ``sent -> received``: to the decisive voter's wake-up for it (``sendto``, the kernel's
+   loopback delivery, the wake-up, and any work the voter was busy with; the daemons'
+   clocks agree to a few microseconds, so a very short stage can read slightly negative);
 4. ``received -> vote sent``: to the voter's first own vertex sent after that receipt
    (its vote, ToTo section 3: a vertex follows all its maker had released): decode,
    causal release, the engine, the ack timer, the ack-only vertex, its send;

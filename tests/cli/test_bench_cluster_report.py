@@ -224,7 +224,8 @@ def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
     traced = report["tables"][3]["rows"]
     assert [row[1] for row in traced] == [*STAGES, "total",
                                           "client hops (client p50 - total p50)"]
-    assert all(row[2] > 0 and row[4] >= 0 for row in traced[:-1])
+    assert all(row[2] > 0 for row in traced[:-1])  # samples of every stage
+    assert traced[-2][4] > 0  # the total's p50
     (run,) = report["runs"]
     t, lat = run["throughput"], run["latency"]
     assert t["idle_core_share_max"] >= 0
