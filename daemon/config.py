@@ -318,7 +318,7 @@ class LogsSection(_Section):
     format: Literal["auto", "console", "json"] = "auto"
     delivery_log: bool = True
     trace: bool = Field(
-        False, description="latency trace: trace.jsonl, a line per client send frame and "
+        False, description="latency trace: trace.ndjson, a line per client send frame and "
         "per data-plane datagram sent or received (amcast.daemon.trace; costs CPU)")
     rotate_bytes: int = Field(64 << 20, ge=4096)
     rotate_keep: int = Field(5, ge=1)

@@ -1,7 +1,7 @@
 """Latency trace: when each data-plane datagram left and reached this daemon.
 
 ``logs.trace = true`` (off by default: it decodes every datagram a second time) makes
-the daemon append a line to ``trace.jsonl`` in its log directory (owner-only, rotated
+the daemon append a line to ``trace.ndjson`` in its log directory (owner-only, rotated
 like the delivery log) for each client send frame it accepts and each datagram carrying
 vertices that it sends or receives. ``amcast bench cluster --trace`` joins the files of
 all daemons with their delivery logs to time each stage of one message
@@ -41,7 +41,7 @@ class DatagramTrace:
 
     def __init__(self, directory: str | Path, *, rotate_bytes: int, keep: int,
                  peek: Peek) -> None:
-        self._file = RotatingJsonl(Path(directory) / "trace.jsonl", rotate_bytes, keep)
+        self._file = RotatingJsonl(Path(directory) / "trace.ndjson", rotate_bytes, keep)
         self._peek = peek
 
     def client_frame(self, ts: float, client: int, messages: int) -> None:

@@ -1,7 +1,7 @@
 """Where one message's time goes, stage by stage, from the daemons' latency traces.
 
 ``amcast bench cluster --trace`` runs its latency window with ``logs.trace`` on
-(``amcast.daemon.trace``); this module joins every daemon's ``trace.jsonl`` with the
+(``amcast.daemon.trace``); this module joins every daemon's ``trace.ndjson`` with the
 sender's ``delivery.jsonl``. For each data vertex of the sender, made after the warm-up
 and ordered at the sender:
 
@@ -65,7 +65,7 @@ def message_stages(log_dirs: Sequence[Path], *, sender: int, skip_s: float
         times: list[float] = []
         seqs: list[int] = []
         got: dict[int, float] = {}
-        for rec in _lines(Path(directory) / "trace.jsonl"):
+        for rec in _lines(Path(directory) / "trace.ndjson"):
             kind = rec[0]
             if kind == "c" and node == sender:
                 frames.append(rec[1])

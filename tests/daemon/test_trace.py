@@ -33,7 +33,7 @@ def test_trace_records_frames_and_vertices_and_skips_the_rest(tmp_path: Path) ->
     trace.received(1.5, [data, heartbeat, b"garbage that does not authenticate"])
     trace.sent(2.0, [ack])
     trace.close()
-    path = tmp_path / "trace.jsonl"
+    path = tmp_path / "trace.ndjson"
     assert [json.loads(line) for line in path.read_text().splitlines()] == [
         ["c", 1.25, 7, 3],
         ["r", 1.5, "data", 1, [[1, 5]]],
@@ -57,7 +57,7 @@ def test_stages_follow_the_vote_that_decided(tmp_path: Path) -> None:
     the vertex is ordered with it; node 2's arrives after the ordering, so it did not
     decide. Message 1 has no earlier vertex to bound its frame and is left out."""
     dirs = [tmp_path / f"node{i}" for i in range(3)]
-    _write(dirs[0], "trace.jsonl", [
+    _write(dirs[0], "trace.ndjson", [
         ["c", 9.9990, 1, 1], ["s", 9.9992, "data", [[0, 1]]],
         ["r", 10.0001, "ack_only", 1, [[1, 1]]], ["r", 10.0002, "ack_only", 2, [[2, 1]]],
         ["c", 10.0100, 1, 1], ["s", 10.0103, "data", [[0, 2]]],
@@ -66,11 +66,11 @@ def test_stages_follow_the_vote_that_decided(tmp_path: Path) -> None:
     ])
     _write(dirs[0], "delivery.jsonl", [_delivery(1, 9.9991, 10.0003),
                                        _delivery(2, 10.0101, 10.0116)])
-    _write(dirs[1], "trace.jsonl", [
+    _write(dirs[1], "trace.ndjson", [
         ["r", 9.9995, "data", 0, [[0, 1]]], ["s", 9.9998, "ack_only", [[1, 1]]],
         ["r", 10.0106, "data", 0, [[0, 2]]], ["s", 10.0110, "ack_only", [[1, 2]]],
     ])
-    _write(dirs[2], "trace.jsonl", [
+    _write(dirs[2], "trace.ndjson", [
         ["r", 9.9996, "data", 0, [[0, 1]]], ["s", 9.9999, "ack_only", [[2, 1]]],
         ["r", 10.0108, "data", 0, [[0, 2]]], ["s", 10.0112, "ack_only", [[2, 2]]],
     ])
