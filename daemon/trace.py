@@ -19,7 +19,8 @@ offset to the wall clock taken at its start, the clock of ``delivery.jsonl``):
 - ``["r", ts, kind, sender, [[origin, seq], ...]]``: one it received, ``ts`` when the
   daemon woke up for it (the time the engine is handed), before it is processed.
 
-A datagram that does not authenticate or decode is not traced (the engine counts it);
+A datagram that does not authenticate or decode is not traced (the engine counts it; the
+trace never raises on one);
 membership datagrams and heartbeats carry no vertex and are not traced.
 """
 
@@ -29,7 +30,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from amcast.daemon.logs import RotatingJsonl
-from amcast.protocols.errors import DecodeError
 from amcast.protocols.wire.codec import KIND_NAMES, Datagram
 
 Peek = Callable[[bytes], object]
@@ -64,8 +64,8 @@ class DatagramTrace:
     def _vertices_of(self, data: bytes) -> Datagram | None:
         try:
             dg = self._peek(data)
-        except DecodeError:
-            return None
+        except Exception:  # a diagnostic must never cost the engine a datagram
+            return None  # (DecodeError for anything malformed: the engine counts it)
         if type(dg) is not Datagram or not dg.vertices:
             return None
         return dg
