@@ -20,8 +20,8 @@ offset to the wall clock taken at its start, the clock of ``delivery.jsonl``):
   daemon woke up for it (the time the engine is handed), before it is processed.
 
 A datagram that does not authenticate or decode is not traced (the engine counts it; the
-trace never raises on one);
-membership datagrams and heartbeats carry no vertex and are not traced.
+trace never raises on one); membership datagrams and heartbeats carry no vertex and are
+not traced.
 """
 
 from __future__ import annotations
@@ -69,9 +69,6 @@ class DatagramTrace:
         if type(dg) is not Datagram or not dg.vertices:
             return None
         return dg
-
-    def flush(self) -> None:
-        self._file.flush()
 
     def close(self) -> None:
         self._file.close()

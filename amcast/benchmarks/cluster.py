@@ -57,7 +57,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from amcast.benchmarks.trace_stages import message_stages, summarize
+from amcast.benchmarks.trace_stages import STAGES, message_stages
 from amcast.client import BlockingClient
 from amcast.localcluster import LocalCluster
 
@@ -409,10 +409,21 @@ def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
         cluster.stop()
     dirs = [node.log_dir for node in cluster.nodes]
     stages = stage_latencies(dirs, sender=0, skip_s=args.latency_warmup)
-    traced = (summarize(message_stages(dirs, sender=0, skip_s=args.latency_warmup))
+    traced = (summarize_stages(message_stages(dirs, sender=0, skip_s=args.latency_warmup))
               if args.trace else None)
     return {"n": n, "report": reports[0], "receivers": reports[1:], "window": w,
             "failures": failures, "stages": stages, "traced_stages": traced}
+
+
+def summarize_stages(rows: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Per stage of ``trace_stages`` (and ``total``): samples, mean, p50 and p99 in s."""
+    out: dict[str, dict[str, float]] = {}
+    for name in [*STAGES, "total"]:
+        values = [r[name] for r in rows]
+        if values:
+            out[name] = {"samples": len(values), "mean_s": sum(values) / len(values),
+                         "p50_s": percentile(values, 0.5), "p99_s": percentile(values, 0.99)}
+    return out
 
 
 def traced_rows(n: int, report: Mapping[str, Any],

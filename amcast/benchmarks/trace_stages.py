@@ -130,15 +130,3 @@ def message_stages(log_dirs: Sequence[Path], *, sender: int, skip_s: float
         out.append(row)
     return out
 
-
-def summarize(rows: Sequence[dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per stage (and ``total``): samples, mean, p50 and p99 in seconds."""
-    out: dict[str, dict[str, float]] = {}
-    for name in [*STAGES, "total"]:
-        values = sorted(r[name] for r in rows)
-        if not values:
-            continue
-        out[name] = {"samples": len(values), "mean_s": sum(values) / len(values),
-                     "p50_s": values[len(values) // 2],
-                     "p99_s": values[min(len(values) - 1, int(0.99 * len(values)))]}
-    return out

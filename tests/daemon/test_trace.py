@@ -11,7 +11,8 @@ from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
 from amcast.protocols.wire.limits import WireLimits
 
-from amcast.benchmarks.trace_stages import STAGES, message_stages, summarize
+from amcast.benchmarks.cluster import summarize_stages
+from amcast.benchmarks.trace_stages import STAGES, message_stages
 from tests.wire.sealing import WALL_MS, authenticator, decode
 
 KEY = b"k" * 32
@@ -81,7 +82,7 @@ def test_stages_follow_the_vote_that_decided(tmp_path: Path) -> None:
     expected = [0.0001, 0.0002, 0.0003, 0.0004, 0.0003, 0.0003]
     assert [row[name] for name in STAGES] == pytest.approx(expected, abs=1e-9)
     assert row["total"] == pytest.approx(sum(expected), abs=1e-9)
-    summary = summarize(rows)
+    summary = summarize_stages(rows)
     assert summary["total"]["samples"] == 1
     assert summary["vote sent -> received"]["p50_s"] == pytest.approx(0.0003, abs=1e-9)
 
@@ -90,4 +91,4 @@ def test_no_trace_files_give_no_stages(tmp_path: Path) -> None:
     dirs = [tmp_path / "node0", tmp_path / "node1"]
     _write(dirs[0], "delivery.jsonl", [_delivery(1, 1.0, 1.1), _delivery(2, 2.0, 2.1)])
     assert message_stages(dirs, sender=0, skip_s=0.0) == []
-    assert summarize([]) == {}
+    assert summarize_stages([]) == {}
