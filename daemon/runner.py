@@ -592,20 +592,14 @@ class Daemon:
         try:
             if self.queue:
                 self._drain_queue()
-            check_due = False
             for _ in range(8):  # events can free window space, which can submit more
                 # each engine call guarded on its own: one failing loses none of the others
                 try:
-                    # A timer due now is handled here, before the sends, without a trip
-                    # through the loop (a busy daemon's ack would otherwise wait behind
-                    # the deliveries). The first round needs no engine call for it: a
-                    # timer due since the last pump is the armed one, ``_timer_at``, and
-                    # one an input made due now is found below.
-                    if check_due:
-                        at = node.next_timer()
-                    else:
-                        at = self._timer_at
-                        check_due = True
+                    # A timer due now is handled here, before the sends and before the
+                    # deliveries wake any client: the armed one, or one the input made
+                    # due now (a receiver's ack, ``quiet_ack_delay`` = 0), so the ack
+                    # leaves before the deliveries' writes and does not wait a loop turn.
+                    at = node.next_timer()
                     if at is not None and at <= self.now():
                         node.handle_timer(self.now())
                 except Exception:
@@ -638,7 +632,6 @@ class Daemon:
                         node.handle_timer(self.now())
                     except Exception:
                         self._failed("engine_error", "timer")
-                    check_due = False
                     continue
                 for ev in events:
                     try:

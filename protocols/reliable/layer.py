@@ -149,6 +149,10 @@ class ReliableLayer:
         """Senders whose data this member acks after ``ack_delay``; the others' data after
         ``lazy_ack_delay`` (None: every sender's after ``ack_delay``). Set by the session
         from the ordering threshold."""
+        self._last_data_at = -math.inf
+        """When we last sent data of our own: a member that has not within a
+        ``heartbeat_interval`` only receives and acks prompt data after
+        ``quiet_ack_delay`` instead of ``ack_delay`` (no own data for the ack to ride on)."""
         self.last_sent = now
         self._beat_for: float | None = None
         """``last_sent`` when ``_beat_at`` (its ``heartbeat_due``) was computed."""
@@ -272,8 +276,12 @@ class ReliableLayer:
         if v.items and v.origin != self.node_id:
             self._unacked_data += 1
             prompt = self.prompt_origins
-            due = now + (self.cfg.ack_delay if prompt is None or v.origin in prompt
-                         else self.cfg.lazy_ack_delay)
+            cfg = self.cfg
+            if prompt is None or v.origin in prompt:
+                due = now + (cfg.ack_delay if now - self._last_data_at < cfg.heartbeat_interval
+                             else cfg.quiet_ack_delay)
+            else:
+                due = now + cfg.lazy_ack_delay
             if self._ack_deadline is None or due < self._ack_deadline:
                 self._ack_deadline = due
 
@@ -347,6 +355,7 @@ class ReliableLayer:
             size += FIXED_OVERHEAD + ITEM_OVERHEAD * len(items)
             self._flight.append((self.seq, size))
             self._flight_bytes += size
+            self._last_data_at = now
         self.outq.append(Datagram(kind, self.node_id, self.view_id, self.seq, (), (v,)))
         self.counters.vertices_sent += 1
         self.releaser.release_own(v)

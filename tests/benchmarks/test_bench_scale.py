@@ -9,6 +9,7 @@ from itertools import pairwise
 
 import pytest
 from amcast.protocols.node import Node
+from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import TotalOrderEngine
 from amcast.protocols.session import prompt_ackers
 
@@ -70,9 +71,13 @@ def test_every_datagram_reaches_the_other_members(report: dict, load: str) -> No
 def test_light_load_half_the_group_acks_at_once_and_half_vote(report: dict) -> None:
     for p in report["points"]["light"]:
         n = p["n"]
-        prompt = prompt_ackers(n, n / 2)  # at most one ack per prompt acker and message,
-        # and the lazy ones' acks each cover several messages: less than one in all
-        assert prompt / 2 <= p["sent"]["ack_only"] < prompt + 1
+        prompt = prompt_ackers(n, n / 2)  # at most one ack per prompt acker and message;
+        # a lazy one acks at most once per lazy_ack_delay (its acks cover ~10 messages
+        # in steady state; in this short run the acks at its end weigh more)
+        delay = NodeConfig(group_key=scale.KEY).lazy_ack_delay
+        lazy = (n - 1 - prompt) * (p["virtual seconds"] / delay + 1)
+        assert lazy / p["messages"] < n - 1 - prompt  # lazy ones acking every message fail
+        assert prompt / 2 <= p["sent"]["ack_only"] <= prompt + lazy / p["messages"]
         assert p["phi"] == n / 2
         assert n - p["phi"] <= p["mean ntail at delivery"] < n - p["phi"] + 1  # ~n/2 voters
         shares = p["rule share"]

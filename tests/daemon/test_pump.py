@@ -320,3 +320,47 @@ async def test_health_turns_false_when_nothing_is_delivered_while_messages_wait(
     d._request_pump()
     await raw.sync(4)
     assert d.health() == {"ok": True, "problems": []}
+
+
+class RecordingNode(FakeNode):
+    """Records the order of the pump's calls; a handled timer moves to the far future
+    (like a receiver's ack: due at the receipt, done once sent)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def handle_timer(self, now: float) -> None:
+        super().handle_timer(now)
+        if self.timer_at is not None and self.timer_at <= now:
+            self.calls.append("timer")
+            self.timer_at = now + 1000
+
+    def events(self) -> list[Any]:
+        out = super().events()
+        if out:
+            self.calls.append("events")
+        return out
+
+
+async def test_a_timer_an_input_made_due_is_handled_before_the_deliveries(
+    make_cluster: Any,
+) -> None:
+    """A receiver's ack (``quiet_ack_delay`` = 0) leaves in the step of the receipt, before
+    that step's deliveries wake the clients, and without waiting for a turn of the loop."""
+    fake = RecordingNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    fake.timer_at = d.now() + 1000
+    d._request_pump()
+    await asyncio.sleep(0)
+    fake.calls.clear()
+    # one step: an input makes a timer due now and releases a delivery
+    fake.timer_at = d.now()
+    fake.deliver([envelope(7, ["g"], [b"one"])], sender=1)
+    d._pump()
+    assert fake.calls[:2] == ["timer", "events"]
+    assert await deliveries(raw, 1) == [b"one"]
+    assert timer_armed(d, fake)

@@ -192,6 +192,8 @@ def test_an_unrepaired_gap_is_nacked_again_and_a_gap_seen_in_a_heartbeat_too() -
 
 def test_an_unfrozen_layer_acknowledges_data_with_an_ack_only_vertex() -> None:
     a, b = Peer(1), Peer(2)
+    b.send(0.0)  # b sends data of its own: it waits ack_delay for more to ride on
+    b.take(0.0)
     b.receive(a.send(0.0), 0.0)
     assert b.layer.next_timer() == CFG.ack_delay
     (v,) = b.timer(CFG.ack_delay)
@@ -278,7 +280,7 @@ def test_availability_lists_released_seqs_and_held_vertices_bounded() -> None:
 
 
 def test_heartbeat_acks_advance_stability_without_touching_the_dag_vectors() -> None:
-    cfg = replace(CFG, ack_delay=10.0)  # no ack-only vertex: heartbeats only
+    cfg = replace(CFG, ack_delay=10.0, quiet_ack_delay=10.0)  # no ack-only vertex
     a, b, c = Peer(1, cfg), Peer(2, cfg), Peer(3, cfg)
     d1 = a.send(0.0)
     for peer in (b, c):

@@ -1,9 +1,13 @@
 """Who acks a lone message at once (``session.prompt_ackers``/``prompt_origins``) and the
-lazy ack of the others (``NodeConfig.lazy_ack_delay``)."""
+lazy ack of the others (``NodeConfig.lazy_ack_delay``); a member that sends no data of its
+own acks prompt data after ``quiet_ack_delay`` instead of ``ack_delay``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import OrderingConfig
 from amcast.protocols.session import prompt_ackers, prompt_origins
 
@@ -38,8 +42,8 @@ def test_a_member_acks_a_prompt_sender_at_once_and_the_others_lazily() -> None:
     b.receive(c.send(0.0), 0.0)
     assert b.layer.next_timer() == pytest.approx(CFG.lazy_ack_delay)
     b.receive(a.send(0.001), 0.001)  # a prompt sender's data brings the ack forward
-    assert b.layer.next_timer() == pytest.approx(0.001 + CFG.ack_delay)
-    (v,) = b.timer(0.001 + CFG.ack_delay)
+    assert b.layer.next_timer() == pytest.approx(0.001 + CFG.quiet_ack_delay)
+    (v,) = b.timer(0.001 + CFG.quiet_ack_delay)
     assert v.ack_only and set(v.acks) == {(1, 1), (3, 1)}  # one ack covers both
     assert b.layer.next_timer() != pytest.approx(CFG.lazy_ack_delay)
 
@@ -51,3 +55,53 @@ def test_a_lazy_sender_is_acked_after_the_lazy_delay() -> None:
     assert b.timer(CFG.lazy_ack_delay / 2) == []
     (v,) = b.timer(CFG.lazy_ack_delay)
     assert v.ack_only and v.acks == ((3, 1),)
+
+
+def test_a_member_that_only_receives_acks_a_prompt_sender_in_the_same_step() -> None:
+    assert CFG.quiet_ack_delay == 0.0 < CFG.ack_delay
+    a, b = Peer(1), Peer(2)
+    b.layer.prompt_origins = frozenset({1})
+    b.receive(a.send(0.0), 0.0)
+    assert b.layer.next_timer() == 0.0  # due now: the runner's pump sends it at once
+    (v,) = b.timer(0.0)
+    assert v.ack_only and v.acks == ((1, 1),)
+
+
+def test_a_member_sending_its_own_data_keeps_ack_delay_until_it_falls_quiet() -> None:
+    a, b = Peer(1), Peer(2)
+    b.layer.prompt_origins = frozenset({1})
+    b.send(0.0)  # b's own data: the next ack may ride on b's next data vertex
+    b.receive(a.send(0.002), 0.002)
+    assert b.layer.next_timer() == pytest.approx(0.002 + CFG.ack_delay)
+    (v,) = b.timer(0.002 + CFG.ack_delay)
+    assert v.ack_only
+    # an ack-only vertex is not data: b counts as sending for a heartbeat interval
+    t = CFG.heartbeat_interval - 0.0001
+    b.receive(a.send(t), t)
+    assert b.timer(t) == []  # not yet: b sent data less than an interval ago
+    (v,) = b.timer(t + CFG.ack_delay)
+    assert v.ack_only
+    t = CFG.heartbeat_interval + 0.0001  # nothing of b's own for a heartbeat interval
+    b.receive(a.send(t), t)
+    (v,) = b.timer(t + CFG.quiet_ack_delay)
+    assert v.ack_only and v.acks == ((1, 3),)  # a's third data vertex
+
+
+def test_quiet_ack_delay_equal_to_ack_delay_is_one_wait_for_every_member() -> None:
+    cfg = replace(CFG, quiet_ack_delay=CFG.ack_delay)
+    a, b = Peer(1, cfg), Peer(2, cfg)
+    b.layer.prompt_origins = frozenset({1})
+    b.receive(a.send(0.0), 0.0)
+    assert b.layer.next_timer() == pytest.approx(cfg.ack_delay)
+
+
+def test_the_lazy_wait_does_not_depend_on_being_quiet() -> None:
+    b, c = Peer(2), Peer(3)
+    b.layer.prompt_origins = frozenset({1})
+    b.receive(c.send(0.0), 0.0)  # b never sent: quiet, yet 3 is not its prompt sender
+    assert b.layer.next_timer() == pytest.approx(CFG.lazy_ack_delay)
+
+
+def test_quiet_ack_delay_must_not_be_negative() -> None:
+    with pytest.raises(ConfigurationError, match="quiet_ack_delay"):
+        replace(CFG, quiet_ack_delay=-0.001)
