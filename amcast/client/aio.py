@@ -230,13 +230,11 @@ class Client(SessionState):
         frames = s.take()
         if not frames:
             return
-        if len(frames) == 1:
-            t.write(frames[0][0])
+        sync = s.sync_frame()  # taken frames count as written: a sync covers them
+        if len(frames) == 1:  # one write (one syscall) for the frame and its sync
+            t.write(frames[0][0] + sync)
         else:
-            t.writelines([d for d, _ in frames])
-        sync = s.sync_frame()
-        if sync:
-            t.write(sync)
+            t.writelines([*(d for d, _ in frames), sync])
 
     def flush(self) -> None:
         """Write the pending messages now; raises refusals and ``ConnectionClosed``."""
