@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test
+.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test native pure test-native
 
 install: $(STAMP)
 
@@ -21,7 +21,29 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 test: install lint
+	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q
+	$(MAKE) --no-print-directory test-native
+
+# The protocol core compiled with mypyc (opt-in; README, "A compiled protocol core"):
+# `make native` builds it beside the sources, `make pure` removes it. amcastd and the
+# tests refuse a build older than its sources.
+native: install
+	$(PY) -m pip install --quiet -e '.[native]'
+	$(PY) deploy/build_native.py
+
+pure: install
+	$(PY) deploy/build_native.py --remove
+
+# What `make test` runs against the compiled build after the whole suite interpreted
+# (a build present before is removed first): the engines' own tests and sweeps, and
+# daemons end to end; the tree is left interpreted.
+NATIVE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
+	tests/simulation tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py \
+	tests/daemon/test_native.py
+test-native: native
+	$(VENV)/bin/pytest -q $(NATIVE_TESTS); status=$$?; \
+	$(PY) deploy/build_native.py --remove; exit $$status
 
 DEMO_DIR ?= var/demo
 REPORT_DIR ?= var/demo-report

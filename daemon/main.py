@@ -2,7 +2,8 @@
 
 Exit status: 0 after a clean shutdown, 2 for a configuration or set-up error (one
 log line saying what is wrong and what to do; among them another daemon already serving
-``api.socket``), 1 for anything unexpected. ``--check`` makes the daemon's own start-up
+``api.socket``, and a compiled protocol core older than its sources: ``make native``),
+1 for anything unexpected. ``--check`` makes the daemon's own start-up
 checks (``amcast.daemon.preflight``) and exits 0 or 2 in exactly the same cases.
 """
 
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 import structlog
+from amcast.daemon import native
 from amcast.daemon.config import load_config
 from amcast.daemon.logs import configure_logging
 from amcast.protocols.errors import ConfigurationError
@@ -39,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging()
     log = structlog.get_logger("amcastd")
+    stale = native.problem()
+    if stale is not None:  # a compiled module would run instead of its edited source
+        log.error("amcastd cannot start", error=stale)
+        return 2
     try:
         config = load_config(args.config, os.environ)
         configure_logging(config.logs.level, config.logs.format)

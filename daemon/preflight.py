@@ -30,6 +30,7 @@ import random
 import socket
 from typing import Any
 
+from amcast.daemon import native
 from amcast.daemon.api import directory_problem, socket_path_problem
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.metrics_access import load_access
@@ -115,5 +116,6 @@ def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, A
         "protocol.max_pending_bytes": limits.engine_max_pending_bytes,
         "envelope_bytes": limits.envelope_bytes,
         "phi": phi,
+        **native.state(),  # protocol_core: interpreted or compiled (make native)
     }
     return shown

@@ -48,6 +48,7 @@ from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.membership.quorum import needed
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import OrderingConfig
+from amcast.protocols.ordering.config import OrderingRule
 from amcast.protocols.reliable.batching import Batcher
 from amcast.protocols.reliable.flow import SendWindow
 from amcast.protocols.reliable.layer import ReliableCounters
@@ -162,7 +163,7 @@ class Node:
             raise ClientError("bad_membership", "node_id must be one of distinct members")
         # an explicit phi must suit the full member list (a smaller view that it does not
         # suit uses the rule's default, ``session.ordering_for``): ConfigurationError
-        OrderingConfig(rule=config.rule, phi=config.phi).resolve_phi(len(members))
+        OrderingConfig(rule=OrderingRule(config.rule), phi=config.phi).resolve_phi(len(members))
         check_budget(config, len(members))
         if config.expected_votes is not None and config.expected_votes < len(members):
             raise ConfigurationError(
@@ -279,10 +280,11 @@ class Node:
         return s
 
     def submit(
-        self, payload: bytes, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
+        self, payload: object, now: float, *, service: ServiceLevel = ServiceLevel.AGREED
     ) -> None:
-        """Queue one application message; it is sent in the current (or next) primary
-        view. ``BackpressureError`` when the window or the send queue is full."""
+        """Queue one application message (bytes; anything else is a ``ClientError``, also
+        in the compiled build, hence ``object``); it is sent in the current (or next)
+        primary view. ``BackpressureError`` when the window or the send queue is full."""
         self._now = now
         if not isinstance(payload, bytes):
             raise ClientError("bad_payload", "payload must be bytes")

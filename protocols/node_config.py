@@ -159,7 +159,8 @@ class NodeConfig:
             raise ConfigurationError(f"group_key must have >= {MIN_KEY_BYTES} bytes")
         if not 1.0 <= self.replay_window <= 86_400.0:
             raise ConfigurationError("replay_window must be in [1, 86400] seconds")
-        OrderingConfig(rule=self.rule, phi=self.phi)  # raises ConfigurationError if unknown
+        # a str on purpose: OrderingConfig raises ConfigurationError for an unknown name
+        OrderingConfig(rule=self.rule, phi=self.phi)  # type: ignore[arg-type]
         if not MIN_DATAGRAM_BUDGET <= self.datagram_budget <= MAX_DATAGRAM_BUDGET:
             raise ConfigurationError(
                 f"datagram_budget must be in [{MIN_DATAGRAM_BUDGET}, {MAX_DATAGRAM_BUDGET}]"

@@ -36,6 +36,7 @@ from typing import Any
 from amcast.protocols.errors import ConfigurationError, ProtocolViolation
 from amcast.protocols.events import BatchDelivered, Event
 from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
+from amcast.protocols.ordering.config import OrderingRule
 from amcast.protocols.ordering.messages import CausalMessage, MessageDelivered
 from amcast.protocols.reliable.batching import Batcher, Reassembler
 from amcast.protocols.reliable.flow import SendWindow
@@ -54,11 +55,11 @@ _SAFE = ServiceLevel.SAFE
 def ordering_for(rule: str, phi: float | None, n: int) -> OrderingConfig:
     """The ordering config of a view of ``n`` members: the configured phi while it is
     valid for ``n``, else the rule's default (n/2) for this view."""
-    config = OrderingConfig(rule=rule, phi=phi, ack_roots_leave=True)
+    config = OrderingConfig(rule=OrderingRule(rule), phi=phi, ack_roots_leave=True)
     try:
         config.resolve_phi(n)
     except ConfigurationError:
-        config = OrderingConfig(rule=rule, phi=None, ack_roots_leave=True)
+        config = OrderingConfig(rule=OrderingRule(rule), phi=None, ack_roots_leave=True)
     return config
 
 

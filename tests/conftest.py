@@ -1,4 +1,7 @@
-"""Fixtures for every test: short socket paths (unix socket paths are limited to ~100 bytes)."""
+"""Fixtures for every test: short socket paths (unix socket paths are limited to ~100 bytes).
+
+A compiled protocol core older than its sources (``make native``, then an edit) would
+test the old code: the session refuses to start on one."""
 
 from __future__ import annotations
 
@@ -8,6 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from amcast.daemon import native
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    stale = native.problem()
+    if stale is not None:
+        pytest.exit(stale, returncode=4)
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from amcast.protocols.events import (
     Event,
@@ -107,7 +108,7 @@ ViewClosed = Callable[[int, dict[int, int] | None], None]
 class MembershipLayer:
     def __init__(
         self,
-        config: object,
+        config: Any,
         *,
         node_id: int,
         potential: tuple[int, ...],

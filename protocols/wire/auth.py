@@ -190,6 +190,8 @@ class Authenticator:
                 raise DecodeError("unknown_key", f"key id {key_id}")
             cipher = derive(key, session)
         # a short datagram is cheaper to slice (copy) than to view; a long one, to view
+        sealed_body: bytes | memoryview
+        header: bytes | memoryview
         if len(data) <= _COPY_BELOW:
             sealed_body, header = data[SEAL_HEADER_BYTES:], data[:SEAL_HEADER_BYTES]
         else:

@@ -139,8 +139,23 @@ assert tuple(Datagram.__dataclass_fields__) == (  # type: ignore[attr-defined]
     "kind", "sender", "view", "hb_seq", "nacks", "vertices", "acks")
 
 
+def _slot_stores_work() -> bool:
+    """False in the compiled build (``make native``): mypyc's classes refuse
+    ``object.__new__`` (the plain constructor is used there)."""
+    try:
+        _new(Vertex)
+    except TypeError:
+        return False
+    return True
+
+
+_SLOT_STORES = _slot_stores_work()
+
+
 def _new_vertex(origin: int, seq: int, acks: tuple[tuple[int, int], ...],
                 service: ServiceLevel, send_ts: float, items: tuple[Item, ...]) -> Vertex:
+    if not _SLOT_STORES:
+        return Vertex(origin, seq, acks, service, send_ts, items)
     v: Vertex = _new(Vertex)
     _set_origin(v, origin)
     _set_seq(v, seq)
@@ -154,6 +169,8 @@ def _new_vertex(origin: int, seq: int, acks: tuple[tuple[int, int], ...],
 def _new_datagram(kind: Kind, sender: int, view: int, hb_seq: int,
                   nacks: tuple[tuple[int, int, int], ...],
                   vertices: tuple[Vertex, ...]) -> Datagram:
+    if not _SLOT_STORES:
+        return Datagram(kind, sender, view, hb_seq, nacks, vertices, ())
     dg: Datagram = _new(Datagram)
     _set_kind(dg, kind)
     _set_sender(dg, sender)

@@ -126,7 +126,7 @@ class ReplayGuard:
 
     def newest_of_peers(self, wall_ms: int, own: bytes) -> int | None:
         """The lowest newest-key id advertised by sessions heard lately (own excluded)."""
-        low = None
+        low: int | None = None
         for session, st in self.sessions.items():
             if session == own or wall_ms - st.last_heard_ms > ADVERT_HORIZON_MS:
                 continue
