@@ -33,7 +33,7 @@ import amcast
 LIBRARY_DIR = Path(sysconfig.get_paths()["platlib"])
 
 
-def remove() -> int:
+def remove(*, quiet: bool = False) -> int:
     built = native.manifest() or {}
     removed = 0
     for path in native.extensions():
@@ -45,7 +45,8 @@ def remove() -> int:
             path.unlink()
             removed += 1
     native.MANIFEST.unlink(missing_ok=True)
-    print(f"protocol core: interpreted ({removed} compiled files removed)")
+    if not quiet:
+        print(f"protocol core: interpreted ({removed} compiled files removed)")
     return 0
 
 
@@ -55,7 +56,7 @@ def build() -> int:
     except ImportError:
         print("make native needs mypy (mypyc): pip install 'amcast[native]'", file=sys.stderr)
         return 1
-    remove()
+    remove(quiet=True)  # the previous build, if any
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="amcast-native-") as tmp:
         stage = Path(tmp)
