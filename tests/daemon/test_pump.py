@@ -28,6 +28,13 @@ async def fake_daemon(make_cluster: Any, fake: FakeNode, **overrides: Any) -> An
     c = await make_cluster(1, node_factory=lambda *a, **k: fake, **overrides)
     return c, c.daemons[0]
 
+async def joined(c: Any) -> Raw:
+    """A raw client of node 0 that has joined group ``g``."""
+    raw = await Raw.open(c.socket(0))
+    raw.send({"t": "join", "groups": ["g"]})
+    await raw.until("groups")
+    return raw
+
 
 def payloads_of(deliver_frames: list[dict[str, Any]]) -> list[bytes]:
     return [p for f in deliver_frames if f["t"] == "deliver" for b in f["batches"] for p in b[3]]
@@ -49,9 +56,7 @@ async def test_malformed_envelopes_are_counted_drops_and_the_rest_goes_out(
 ) -> None:
     fake = FakeNode()
     c, d = await fake_daemon(make_cluster, fake)
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     fake.timer_at = d.now() + 1000
     fake.deliver([envelope(7, ["g"], [b"one"]), raw_envelope([1, [[1]], [b"x"]]),
                   envelope(7, ["g"], [b"two"])], sender=1)
@@ -84,9 +89,7 @@ async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: 
     fake = FakeNode()
     c, d = await fake_daemon(make_cluster, fake)
     explode_on(d)
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     fake.timer_at = d.now() + 1000
     fake.deliver([envelope(3, ["g"], [b"before"])], sender=1)
     fake.pending.append(ExplodingView())  # type: ignore[arg-type]
@@ -106,9 +109,7 @@ async def test_engine_calls_that_raise_do_not_stop_the_pump_or_the_timer(
 ) -> None:
     fake = FakeNode()
     c, d = await fake_daemon(make_cluster, fake)
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     fake.timer_at = d.now() + 1000
     fake.raise_in = {"datagrams_to_send": 1}
     fake.deliver([envelope(3, ["g"], [b"x"])], sender=1)
@@ -233,9 +234,7 @@ async def test_undelivered_messages_are_reported_per_frame_at_shutdown(
 ) -> None:
     fake = FakeNode()
     c, d = await fake_daemon(make_cluster, fake, shutdown={"grace_s": 0.2})
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     big = [b"a" * 1000, b"b" * 1000, b"c" * 1000]  # three envelopes (1312 bytes each)
     raw.send({"t": "send", "id": 10, "groups": ["g"], "payloads": [b"s1", b"s2"]})
     raw.send({"t": "send", "id": 11, "groups": ["g"], "payloads": big})
@@ -283,9 +282,7 @@ async def test_real_daemons_log_the_engines_phi(
     make_cluster: Any, rule: str, n: int, phi: float
 ) -> None:
     c = await make_cluster(n, protocol={"insecure": True, **STEADY, "rule": rule})
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     raw.send({"t": "send", "id": 1, "groups": ["g"], "payload": b"m"})
     await deliveries(raw, 1)
     assert c.daemons[0].phi == c.daemons[0].node.phi == phi
@@ -350,9 +347,7 @@ async def test_a_timer_an_input_made_due_is_handled_before_the_deliveries(
     that step's deliveries wake the clients, and without waiting for a turn of the loop."""
     fake = RecordingNode()
     c, d = await fake_daemon(make_cluster, fake)
-    raw = await Raw.open(c.socket(0))
-    raw.send({"t": "join", "groups": ["g"]})
-    await raw.until("groups")
+    raw = await joined(c)
     fake.timer_at = d.now() + 1000
     d._request_pump()
     await asyncio.sleep(0)
