@@ -4,6 +4,7 @@ own acks prompt data after ``quiet_ack_delay`` instead of ``ack_delay``."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -22,6 +23,21 @@ def test_prompt_ackers_are_enough_votes_and_few_enough_unseen(n: int, expected: 
     assert k == expected
     assert 1 + k > phi, "the sender and the prompt ackers are more than phi votes"
     assert n - 1 - k <= phi, "the lazy ones are at most phi unseen members"
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 9, 16, 33, 64])
+def test_no_phi_needs_fewer_prompt_ackers_than_the_default(n: int) -> None:
+    """A lone message costs (1 + k)(n - 1) receptions; k is at least ceil((n - 1)/2) for
+    every phi GL-ToTo allows (1 < phi < n), and the default phi = n/2 attains it."""
+    def fewest(phi: float) -> int:  # from the two conditions, not from prompt_ackers
+        return next(k for k in range(n) if 1 + k > phi and n - 1 - k <= phi)
+
+    least = math.ceil((n - 1) / 2)
+    grid = [1 + (n - 1) * i / 400 for i in range(1, 400)]
+    assert min(fewest(phi) for phi in grid) == least
+    assert all(prompt_ackers(n, phi) == fewest(phi) for phi in grid)
+    default = OrderingConfig(rule="gltoto").resolve_phi(n)
+    assert prompt_ackers(n, default) == least
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 8, 16])
