@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test native pure test-native
+.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native
 
 install: $(STAMP)
 
@@ -34,6 +34,11 @@ native: install
 
 pure: install
 	$(PY) deploy/build_native.py --remove
+
+# The same build packed as a platform wheel in dist/ (this Python and platform only), for
+# hosts that pip-install amcast (README, "On a host with systemd").
+wheel-native: native
+	$(PY) deploy/build_native.py --wheel dist
 
 # What `make test` runs against the compiled build after the whole suite interpreted
 # (a build present before is removed first): the engines' own tests and sweeps, and

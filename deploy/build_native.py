@@ -10,6 +10,15 @@ and one small extension module per source, which goes beside that source. Last i
 ``protocols/native.json`` with the SHA-256 of each source as compiled. ``--remove``
 deletes the extension modules, the shared library and the manifest.
 
+``--wheel DIR`` (``make wheel-native``) packs that build into a platform wheel for
+hosts that install a wheel rather than run from the repository (the systemd recipe of
+the README): it builds the ordinary wheel from the tracked files, adds the extension
+modules beside their sources, the manifest, and the shared library at the wheel's root
+(site-packages, where the extension modules import it by name), and retags the wheel
+for this interpreter and platform (``cp311-cp311-linux_x86_64``), with a new ``RECORD``.
+Each module's source in the wheel must be the one compiled (the manifest's digest), so
+the installed package passes the same stale-build guard.
+
 Exit status 0, or 1 with one line saying what failed (mypy missing, a type error mypyc
 refuses, no C compiler).
 """
@@ -17,6 +26,8 @@ refuses, no C compiler).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import shutil
 import subprocess
@@ -24,6 +35,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 from amcast.daemon import native
@@ -100,11 +112,97 @@ def build() -> int:
     return 0
 
 
+def platform_tag() -> str:
+    """The wheel tag of this interpreter and platform, e.g. ``cp311-cp311-linux_x86_64``."""
+    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+    return f"{python}-{python}{sys.abiflags}-{platform}"
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def wheel(out: Path) -> int:
+    """Pack the current build into a platform wheel in ``out``; 0, or 1 with one line."""
+    built = native.manifest()
+    problem = native.problem()
+    if built is None or problem is not None or not isinstance(built.get("modules"), dict):
+        print("make wheel-native needs a current build: "
+              f"{problem or 'none found, run `make native`'}", file=sys.stderr)
+        return 1
+    group = built.get("group")
+    libraries = sorted(LIBRARY_DIR.glob(f"{group}.*.so")) if isinstance(group, str) else []
+    if len(libraries) != 1:
+        print(f"the build's shared library {group} is not in {LIBRARY_DIR}: run "
+              "`make native` again", file=sys.stderr)
+        return 1
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="amcast-wheel-") as tmp:
+        src, pure, tree = Path(tmp, "src"), Path(tmp, "pure"), Path(tmp, "tree")
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
+        if listed.returncode != 0:
+            print("make wheel-native runs in a git checkout (it packs the tracked files)",
+                  file=sys.stderr)
+            return 1
+        for name in filter(None, listed.stdout.decode().split("\0")):
+            if (root / name).is_file():
+                (src / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(root / name, src / name)
+        made = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                               "--no-build-isolation", "-w", str(pure), str(src)],
+                              capture_output=True, text=True)
+        wheels = sorted(pure.glob("amcast-*.whl"))
+        if made.returncode != 0 or len(wheels) != 1:
+            lines = (made.stderr or made.stdout).strip().splitlines()
+            print(f"pip wheel failed: {lines[-1] if lines else made.returncode}",
+                  file=sys.stderr)
+            return 1
+        with zipfile.ZipFile(wheels[0]) as zf:
+            zf.extractall(tree)
+        package = tree / "amcast" / "protocols"
+        for module, expected in sorted(built["modules"].items()):
+            relative = Path(*module.split("."))
+            if native.digest(package / relative.with_suffix(".py")) != expected:
+                print(f"protocols/{relative}.py in the wheel is not the source compiled "
+                      "(an untracked file?): commit it, then `make native` again",
+                      file=sys.stderr)
+                return 1
+            for ext in (native.PROTOCOLS / relative).parent.glob(f"{relative.name}.*.so"):
+                shutil.copy2(ext, package / relative.parent / ext.name)
+        shutil.copy2(native.MANIFEST, package / native.MANIFEST.name)
+        shutil.copy2(libraries[0], tree / libraries[0].name)
+        (info,) = tree.glob("*.dist-info")
+        meta = (info / "WHEEL").read_text().splitlines()
+        meta = [line for line in meta if not line.startswith(("Tag:", "Root-Is-Purelib:"))]
+        tag = platform_tag()
+        (info / "WHEEL").write_text("\n".join([*meta, "Root-Is-Purelib: false",
+                                               f"Tag: {tag}"]) + "\n")
+        record = f"{info.name}/RECORD"
+        files = sorted(p for p in tree.rglob("*") if p.is_file() and p != tree / record)
+        lines = [_record_line(p.relative_to(tree).as_posix(), p.read_bytes()) for p in files]
+        (tree / record).write_text("\n".join([*lines, f"{record},,"]) + "\n")
+        name, version = wheels[0].name.split("-")[:2]
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / f"{name}-{version}-{tag}.whl"
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in [*files, tree / record]:
+                zf.write(path, path.relative_to(tree).as_posix())
+    print(f"{target} ({len(built['modules'])} compiled modules, for this Python and "
+          "platform only)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--remove", action="store_true", help="remove the compiled build")
+    parser.add_argument("--wheel", type=Path, metavar="DIR",
+                        help="pack the current build into a platform wheel in DIR")
     args = parser.parse_args(argv)
-    return remove() if args.remove else build()
+    if args.remove:
+        return remove()
+    return wheel(args.wheel) if args.wheel is not None else build()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
 """The compiled protocol core's guard (``amcast.daemon.native``): a build older than its
 sources, partial, or damaged is refused with one line, and ``make test``'s compiled run
-really runs compiled."""
+really runs compiled; ``make wheel-native`` packs that build into a wheel that installs
+and runs compiled."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -83,3 +88,100 @@ def test_the_real_tree_runs_what_its_manifest_says() -> None:
     else:
         assert state == {"protocol_core": "interpreted", "compiled_modules": 0, "mypyc": None}
         assert native.extensions() == []
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Run by the virtualenv's interpreter: three daemons of the installed package (the
+# cluster starts them with that interpreter), 200 messages from all three clients.
+ORDER_FROM_THE_WHEEL = """
+import asyncio, json, sys, tempfile
+from pathlib import Path
+from amcast.client.aio import Client
+from amcast.daemon import native
+from amcast.localcluster import LocalCluster
+
+async def run(sockets):
+    clients = [await Client.connect(s, name=f"wheel-{i}") for i, s in enumerate(sockets)]
+    for c in clients:
+        await c.join("g")
+    got = [[] for _ in clients]
+    async def take(i, c):
+        async for batch in c.batches():
+            got[i].extend(d.payload for d in batch)
+            if len(got[i]) >= 200:
+                return
+    tasks = [asyncio.create_task(take(i, c)) for i, c in enumerate(clients)]
+    for k in range(200):
+        clients[k % 3].send(b"m%d" % k, "g")
+    for c in clients:
+        await c.sync()
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    for c in clients:
+        await c.close()
+    return got
+
+cluster = LocalCluster(3, Path(tempfile.mkdtemp(prefix="wheel-", dir=sys.argv[1])))
+cluster.start()
+try:
+    got = asyncio.run(run(cluster.sockets))
+finally:
+    cluster.stop()
+print(json.dumps({"core": native.state()["protocol_core"], "where": native.PROTOCOLS.as_posix(),
+                  "delivered": [len(g) for g in got], "identical": got[0] == got[1] == got[2],
+                  "distinct": len(set(got[0]))}))
+"""
+
+
+@pytest.mark.processes
+def test_the_compiled_wheel_installs_and_orders_compiled(tmp_path: Path) -> None:
+    """``make wheel-native``: the current build, packed as a platform wheel, installs into
+    a fresh virtualenv, passes the stale-build guard there, and three daemons started from
+    it order the same 200 messages compiled."""
+    if not native.MANIFEST.exists():
+        pytest.skip("needs the build of `make native`: make test's compiled run has it")
+    dist = tmp_path / "dist"
+    made = subprocess.run([sys.executable, str(REPO / "deploy" / "build_native.py"),
+                           "--wheel", str(dist)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    (whl,) = dist.glob("amcast-*-cp3*-linux_*.whl")
+    names = set(zipfile.ZipFile(whl).namelist())
+    for module in native.MODULES:
+        stem = f"amcast/protocols/{module.replace('.', '/')}."
+        assert any(n.startswith(stem) and n.endswith(".so") for n in names), module
+    assert "amcast/protocols/native.json" in names
+    assert [n for n in names if "/" not in n and n.endswith(".so")] == [
+        next(n for n in names if "__mypyc" in n)]  # the group library, at the root
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(whl)],
+                         capture_output=True, text=True, timeout=600)
+    if pip.returncode != 0 and "No matching distribution" in pip.stderr + pip.stdout:
+        pytest.skip(f"cannot install from the package index here: {pip.stderr[-300:]}")
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", ORDER_FROM_THE_WHEEL,
+                          str(tmp_path)], capture_output=True, text=True, timeout=180,
+                         cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert result["where"].startswith(str(venv))  # the installed package, not this tree
+    assert result == {**result, "core": "compiled", "delivered": [200, 200, 200],
+                      "identical": True, "distinct": 200}
+
+
+def test_a_wheel_needs_a_current_build(
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = importlib.util.spec_from_file_location("build_native",
+                                                  REPO / "deploy" / "build_native.py")
+    assert spec is not None and spec.loader is not None
+    build_native = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_native)
+    assert build_native.wheel(tmp_path / "dist") == 1  # no build in the stand-in tree
+    assert capsys.readouterr().err == ("make wheel-native needs a current build: none "
+                                       "found, run `make native`\n")
+    build(tree, standin="0" * 64)  # a stale one
+    assert build_native.wheel(tmp_path / "dist") == 1
+    assert "protocols/standin.py changed after `make native`" in capsys.readouterr().err
+    assert not (tmp_path / "dist").exists()
