@@ -129,69 +129,83 @@ def wheel(out: Path) -> int:
     built = native.manifest()
     problem = native.problem()
     if built is None or problem is not None or not isinstance(built.get("modules"), dict):
-        print("make wheel-native needs a current build: "
-              f"{problem or 'none found, run `make native`'}", file=sys.stderr)
-        return 1
+        return _fail("make wheel-native needs a current build: "
+                     f"{problem or 'none found, run `make native`'}")
     group = built.get("group")
     libraries = sorted(LIBRARY_DIR.glob(f"{group}.*.so")) if isinstance(group, str) else []
     if len(libraries) != 1:
-        print(f"the build's shared library {group} is not in {LIBRARY_DIR}: run "
-              "`make native` again", file=sys.stderr)
-        return 1
-    root = Path(__file__).resolve().parents[1]
+        return _fail(f"the build's shared library {group} is not in {LIBRARY_DIR}: run "
+                     "`make native` again")
     with tempfile.TemporaryDirectory(prefix="amcast-wheel-") as tmp:
-        src, pure, tree = Path(tmp, "src"), Path(tmp, "pure"), Path(tmp, "tree")
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
-        if listed.returncode != 0:
-            print("make wheel-native runs in a git checkout (it packs the tracked files)",
-                  file=sys.stderr)
-            return 1
-        for name in filter(None, listed.stdout.decode().split("\0")):
-            if (root / name).is_file():
-                (src / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(root / name, src / name)
-        made = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                               "--no-build-isolation", "-w", str(pure), str(src)],
-                              capture_output=True, text=True)
-        wheels = sorted(pure.glob("amcast-*.whl"))
-        if made.returncode != 0 or len(wheels) != 1:
-            lines = (made.stderr or made.stdout).strip().splitlines()
-            print(f"pip wheel failed: {lines[-1] if lines else made.returncode}",
-                  file=sys.stderr)
-            return 1
-        with zipfile.ZipFile(wheels[0]) as zf:
+        pure = _pure_wheel(Path(tmp))
+        if isinstance(pure, str):
+            return _fail(pure)
+        tree = Path(tmp, "tree")
+        with zipfile.ZipFile(pure) as zf:
             zf.extractall(tree)
         package = tree / "amcast" / "protocols"
         for module, expected in sorted(built["modules"].items()):
-            relative = Path(*module.split("."))
-            if native.digest(package / relative.with_suffix(".py")) != expected:
-                print(f"protocols/{relative}.py in the wheel is not the source compiled "
-                      "(an untracked file?): commit it, then `make native` again",
-                      file=sys.stderr)
-                return 1
-            for ext in (native.PROTOCOLS / relative).parent.glob(f"{relative.name}.*.so"):
-                shutil.copy2(ext, package / relative.parent / ext.name)
+            source = package / Path(*module.split(".")).with_suffix(".py")
+            if not source.exists() or native.digest(source) != expected:
+                return _fail(f"protocols/{module.replace('.', '/')}.py in the wheel is not the "
+                             "source compiled (not tracked by git?): commit it, then "
+                             "`make native` again")
+            for ext in native.source(module).parent.glob(f"{source.stem}.*.so"):
+                shutil.copy2(ext, source.parent / ext.name)
         shutil.copy2(native.MANIFEST, package / native.MANIFEST.name)
         shutil.copy2(libraries[0], tree / libraries[0].name)
-        (info,) = tree.glob("*.dist-info")
-        meta = (info / "WHEEL").read_text().splitlines()
-        meta = [line for line in meta if not line.startswith(("Tag:", "Root-Is-Purelib:"))]
-        tag = platform_tag()
-        (info / "WHEEL").write_text("\n".join([*meta, "Root-Is-Purelib: false",
-                                               f"Tag: {tag}"]) + "\n")
-        record = f"{info.name}/RECORD"
-        files = sorted(p for p in tree.rglob("*") if p.is_file() and p != tree / record)
-        lines = [_record_line(p.relative_to(tree).as_posix(), p.read_bytes()) for p in files]
-        (tree / record).write_text("\n".join([*lines, f"{record},,"]) + "\n")
-        name, version = wheels[0].name.split("-")[:2]
-        out.mkdir(parents=True, exist_ok=True)
-        target = out / f"{name}-{version}-{tag}.whl"
-        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-            for path in [*files, tree / record]:
-                zf.write(path, path.relative_to(tree).as_posix())
+        name, version = pure.name.split("-")[:2]
+        target = _repack(tree, out / f"{name}-{version}-{platform_tag()}.whl")
     print(f"{target} ({len(built['modules'])} compiled modules, for this Python and "
           "platform only)")
     return 0
+
+
+def _fail(line: str) -> int:
+    print(line, file=sys.stderr)
+    return 1
+
+
+def _pure_wheel(tmp: Path) -> Path | str:
+    """The ordinary wheel, built from a copy of the tracked files (no build litter), or
+    why not."""
+    root = Path(__file__).resolve().parents[1]
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
+    if listed.returncode != 0:
+        return "make wheel-native runs in a git checkout (it packs the tracked files)"
+    src, pure = tmp / "src", tmp / "pure"
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (root / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(root / name, src / name)
+    made = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                           "--no-build-isolation", "-w", str(pure), str(src)],
+                          capture_output=True, text=True)
+    wheels = sorted(pure.glob("amcast-*.whl"))
+    if made.returncode != 0 or len(wheels) != 1:
+        lines = (made.stderr or made.stdout).strip().splitlines()
+        return f"pip wheel failed: {lines[-1] if lines else made.returncode}"
+    return wheels[0]
+
+
+def _repack(tree: Path, target: Path) -> Path:
+    """Zip the unpacked wheel ``tree`` as ``target``: platform-specific, tagged as its
+    name says, with a ``RECORD`` of what it now holds."""
+    (info,) = tree.glob("*.dist-info")
+    meta = [line for line in (info / "WHEEL").read_text().splitlines()  # headers only
+            if line.strip() and not line.startswith(("Tag:", "Root-Is-Purelib:"))]
+    tag = target.name.removesuffix(".whl").split("-", 2)[2]
+    (info / "WHEEL").write_text("\n".join([*meta, "Root-Is-Purelib: false", f"Tag: {tag}"])
+                                + "\n")
+    record = info / "RECORD"
+    files = sorted(p for p in tree.rglob("*") if p.is_file() and p != record)
+    lines = [_record_line(p.relative_to(tree).as_posix(), p.read_bytes()) for p in files]
+    record.write_text("\n".join([*lines, f"{record.relative_to(tree).as_posix()},,"]) + "\n")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in [*files, record]:
+            zf.write(path, path.relative_to(tree).as_posix())
+    return target
 
 
 def main(argv: list[str] | None = None) -> int:

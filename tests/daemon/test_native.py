@@ -152,6 +152,11 @@ def test_the_compiled_wheel_installs_and_orders_compiled(tmp_path: Path) -> None
     assert "amcast/protocols/native.json" in names
     assert [n for n in names if "/" not in n and n.endswith(".so")] == [
         next(n for n in names if "__mypyc" in n)]  # the group library, at the root
+    info = next(n for n in names if n.endswith(".dist-info/WHEEL"))
+    headers = zipfile.ZipFile(whl).read(info).decode().splitlines()
+    assert "" not in headers and "Root-Is-Purelib: false" in headers
+    assert [h for h in headers if h.startswith("Tag:")] == [
+        f"Tag: {whl.name.removesuffix('.whl').split('-', 2)[2]}"]
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
