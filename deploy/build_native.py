@@ -137,7 +137,7 @@ def wheel(out: Path) -> int:
         return _fail(f"the build's shared library {group} is not in {LIBRARY_DIR}: run "
                      "`make native` again")
     with tempfile.TemporaryDirectory(prefix="amcast-wheel-") as tmp:
-        pure = _pure_wheel(Path(tmp))
+        pure = pure_wheel(Path(tmp))
         if isinstance(pure, str):
             return _fail(pure)
         tree = Path(tmp, "tree")
@@ -166,9 +166,9 @@ def _fail(line: str) -> int:
     return 1
 
 
-def _pure_wheel(tmp: Path) -> Path | str:
-    """The ordinary wheel, built from a copy of the tracked files (no build litter), or
-    why not."""
+def pure_wheel(tmp: Path) -> Path | str:
+    """The ordinary wheel, built in ``tmp`` from a copy of the tracked files (no build
+    litter), or why not (also the fixture of ``tests/packaging/test_wheel.py``)."""
     root = Path(__file__).resolve().parents[1]
     listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
     if listed.returncode != 0:

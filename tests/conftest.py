@@ -5,10 +5,12 @@ test the old code: the session refuses to start on one."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from amcast.daemon import native
@@ -30,3 +32,14 @@ def short_dir() -> Iterator[Path]:
 @pytest.fixture
 def sock(short_dir: Path) -> str:
     return str(short_dir / "fake.sock")
+
+
+@pytest.fixture(scope="session")
+def build_native() -> ModuleType:
+    """``deploy/build_native.py`` (``make native``, ``make wheel-native``) as a module."""
+    path = Path(__file__).resolve().parents[1] / "deploy" / "build_native.py"
+    spec = importlib.util.spec_from_file_location("build_native", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -5,13 +5,13 @@ and runs compiled."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import structlog.testing
@@ -182,13 +182,8 @@ def test_the_compiled_wheel_installs_and_orders_compiled(tmp_path: Path) -> None
 
 
 def test_a_wheel_needs_a_current_build(
-    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tree: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], build_native: ModuleType,
 ) -> None:
-    spec = importlib.util.spec_from_file_location("build_native",
-                                                  REPO / "deploy" / "build_native.py")
-    assert spec is not None and spec.loader is not None
-    build_native = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_native)
     assert build_native.wheel(tmp_path / "dist") == 1  # no build in the stand-in tree
     assert capsys.readouterr().err == ("make wheel-native needs a current build: none "
                                        "found, run `make native`\n")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -34,19 +34,9 @@ pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    src = tmp_path_factory.mktemp("src")
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
-                             capture_output=True).stdout.decode().split("\0")
-    for name in filter(None, tracked):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(src)], check=True,
-                   capture_output=True, timeout=300)
-    (whl,) = out.glob("amcast-*.whl")
+def wheel(tmp_path_factory: pytest.TempPathFactory, build_native: ModuleType) -> Path:
+    whl = build_native.pure_wheel(tmp_path_factory.mktemp("wheel"))
+    assert isinstance(whl, Path), whl
     return whl
 
 
