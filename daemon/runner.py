@@ -454,12 +454,16 @@ class Daemon:
         if self.trace is not None:
             self.trace.received(now, datagrams)
         receive = node.receive_datagram
+        renewed_only = True  # every datagram only renewed a sender's liveness: no pump
         for data in datagrams:
             try:
-                receive(data, now)
+                if not receive(data, now):
+                    renewed_only = False
             except Exception:  # the engine promises never to raise here; count if it does
                 self._failed("engine_error", "receive_datagram")
-        self._request_pump()
+                renewed_only = False
+        if not renewed_only:
+            self._request_pump()
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -61,13 +61,15 @@ from amcast.protocols.wire.codec import (
     Datagram,
     Kind,
     MembershipDatagram,
-    decode,
+    decode_body,
     decode_unchecked,
     encode,
 )
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
+
+_HEARTBEAT = Kind.HEARTBEAT
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
 
@@ -191,6 +193,10 @@ class Node:
             min_bytes=2 * config.datagram_budget, increase=config.datagram_budget,
             loss_holdoff=config.nack_retry,
         )
+        self._heartbeats: dict[int, tuple[bytes, Datagram]] = {}
+        """Each sender's last heartbeat without nacks, body and decoded: an idle member
+        repeats the same heartbeat every interval, and a repeat is not decoded again
+        (``receive_datagram``). At most one entry per listed member."""
         self._holding = False
         self._seen_losses = 0
         self._seen_stable = 0
@@ -311,38 +317,63 @@ class Node:
     def receive_datagram(
         self, data: bytes, now: float, *,
         decoded: tuple[Sealed | None, Datagram | MembershipDatagram] | None = None,
-    ) -> None:
+    ) -> bool:
         """One datagram from the network. ``decoded``: the simulator, which hands one
         multicast to every member, authenticates and decodes it once (``unseal``, with
-        the same keys and limits); each member still runs its own replay check."""
+        the same keys and limits); each member still runs its own replay check.
+
+        Returns ``True`` when the datagram only renewed its sender's liveness (a repeat
+        of a heartbeat already applied in this view, ``MembershipLayer.on_datagram``):
+        then it changed no timer, queued nothing to send and raised no event, so the
+        caller need not look for output."""
         self._now = now
         stats = self._stats
         stats.bytes_received += len(data)
         auth = self._auth
         wall_ms = int((now + self.wall_offset) * 1000)
+        heartbeats = self._heartbeats
         try:
             if decoded is not None:
                 state = auth.admit(decoded[0], wall_ms)
                 dg = decoded[1]
+                last = heartbeats.get(dg.sender)
+                if last is not None and last[1] == dg:
+                    dg = last[1]  # the same object as a real repeat gets (below)
+                elif dg.kind is _HEARTBEAT and not dg.nacks and dg.sender in self.members:
+                    heartbeats[dg.sender] = (b"", dg)
             else:
-                dg = decode(data, auth, self._limits, wall_ms)
+                limits = self._limits
+                if len(data) > limits.max_datagram_bytes:
+                    raise DecodeError("too_large", f"{len(data)} bytes")
+                body = auth.open(data, wall_ms)
                 state = auth.last_admitted
+                # an authentic repeat of its session's last heartbeat: decoding is a pure
+                # function of the body, so the earlier result is this one's
+                last = (heartbeats.get(state.sender)
+                        if state is not None and state.sender is not None else None)
+                if last is not None and last[0] == body:
+                    dg = last[1]
+                else:
+                    dg = decode_body(body, limits)
+                    if (dg.kind is _HEARTBEAT and not dg.nacks and type(body) is bytes
+                            and dg.sender in self.members):
+                        heartbeats[dg.sender] = (body, dg)
         except DecodeError as exc:
             self._drop(exc.reason, exc.detail)
-            return
+            return False
         if state is not None and state.sender is None:
             state.sender = dg.sender
         stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
         if isinstance(dg, MembershipDatagram):
             if dg.sender == self.node_id and dg.incarnation == self.incarnation:
                 stats.own_echoes += 1
-                return
+                return False
             self.membership.on_membership(dg, now)
-            return
+            return False
         if dg.sender == self.node_id:
             stats.own_echoes += 1
-            return
-        self.membership.on_datagram(dg, now)
+            return False
+        return self.membership.on_datagram(dg, now)
 
     def handle_timer(self, now: float) -> None:
         self._now = now

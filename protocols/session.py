@@ -44,12 +44,13 @@ from amcast.protocols.reliable.holdback import CausalHoldback
 from amcast.protocols.reliable.layer import Drop, ReliableCounters, ReliableLayer
 from amcast.protocols.reliable.ratelimit import PeerLimiter
 from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.codec import Datagram, Fragment, Vertex
+from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex
 from amcast.protocols.wire.limits import overhead_bound
 
 # per vertex on the hot path: a module global is read far faster than an enum member
 _CAUSAL = ServiceLevel.CAUSAL
 _SAFE = ServiceLevel.SAFE
+_HEARTBEAT = Kind.HEARTBEAT
 
 
 def ordering_for(rule: str, phi: float | None, n: int) -> OrderingConfig:
@@ -122,6 +123,8 @@ class ViewSession:
         self._now = now
         self.last_position: int | None = None
         """Position of the last ordered message delivered in this view."""
+        self._heartbeats: dict[int, Datagram] = {}
+        """The last heartbeat without nacks applied from each member (``receive``)."""
 
     # ------------------------------------------------------------------ queries
 
@@ -150,6 +153,21 @@ class ViewSession:
             self._released(released)
         elif dg.acks:  # a heartbeat's report may have made something stable
             self.after_stability()
+            if dg.kind is _HEARTBEAT and not dg.nacks:
+                self._heartbeats[dg.sender] = dg
+
+    def applied_heartbeat(self, sender: int) -> Datagram | None:
+        """The last heartbeat without nacks this session applied from ``sender``."""
+        return self._heartbeats.get(sender)
+
+    def repeat_is_noop(self, sender: int) -> bool:
+        """Applying ``applied_heartbeat(sender)`` again would change nothing: its
+        reports only raise what they already raised (``note_known``, ``acks.report``
+        take maxima), it carries no nacks or vertices, and what ``receive`` then does
+        has nothing to act on: no gap of the sender to nack, no stability change
+        waiting to be collected, no ordered message waiting for stability."""
+        return not (self._ordered or self.reliable.acks.dirty
+                    or self.reliable.releaser.has_gap(sender))
 
     def handle_timer(self, now: float) -> None:
         self._now = now

@@ -179,6 +179,8 @@ class MembershipLayer:
         """The view ``_steady`` found quorate with listed members (a per-view fact)."""
         self.future_since: dict[int, float] = {}
         self.last_foreign_view = -math.inf
+        self.repeats_skipped = 0
+        """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
         """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self._reported_closed: int | None = None
         self.make_session: SessionFactory = _no_factory
@@ -284,13 +286,47 @@ class MembershipLayer:
 
     # ------------------------------------------------------------------ inputs
 
-    def on_datagram(self, dg: Datagram, now: float) -> None:
-        """A data-plane datagram (any view) from another node."""
+    def _renews_only(self, dg: Datagram, now: float) -> bool:
+        """``dg`` is the very heartbeat object this view's session already applied from
+        its sender (``Node`` hands out one object per repeated body) and nothing else can
+        come of it: the full path would only note the time and the sender's liveness.
+
+        That holds when this process was not stopped (``noticed_time`` loses nothing),
+        the sender is listed and alive (no revival to evaluate), no round or wait is
+        open (nothing counts who was heard in the view), the sender is not joining (no
+        duplicate check), and the session says applying it again is a no-op
+        (``ViewSession.repeat_is_noop``). Idle members repeat their heartbeat every
+        interval; this keeps an idle cluster's cost per heartbeat low."""
+        session = self.session
+        if (session is None or session.applied_heartbeat(dg.sender) is not dg
+                or now - self.last_activity > self.cfg.suspect_timeout
+                or self.round is not None or self.accept_wait is not None
+                or self.install_wait is not None):
+            return False
         sender = dg.sender
+        if not (self.detector.alive(sender, now) and self._listed(sender)):
+            return False
+        peer = self.peers.get(sender)
+        if peer is not None and peer.joining_since != math.inf:
+            return False
+        return session.repeat_is_noop(sender)
+
+    def on_datagram(self, dg: Datagram, now: float) -> bool:
+        """A data-plane datagram (any view) from another node. ``True``: it was a
+        repeat that only renewed its sender's liveness (``_renews_only``)."""
+        sender = dg.sender
+        if self._renews_only(dg, now):
+            self.last_activity = now
+            self.detector.heard(sender, now)
+            peer = self.peers.get(sender)
+            if peer is not None:
+                peer.last_in_view = now
+            self.repeats_skipped += 1
+            return True
         self.noticed_time(now)
         if not self._listed(sender):
             self._drop("unknown_sender", f"from {sender}")
-            return
+            return False
         revived = not self.detector.alive(sender, now)
         self.detector.heard(sender, now)
         if revived:
@@ -303,7 +339,7 @@ class MembershipLayer:
             reason = session.reliable.foreign(dg)
             if reason is not None:
                 self._drop(reason, f"from {sender}")
-                return
+                return False
             peer = self.peers.get(sender)
             if peer is not None:
                 peer.last_in_view = now
@@ -314,7 +350,7 @@ class MembershipLayer:
             session.receive(dg, now)
             if self.accept_wait is not None or self.install_wait is not None:
                 self._check_waits(now)  # (``_after_session_input``)
-            return
+            return False
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
             dg.view == self.round.proposal.view.view_id
         ):
@@ -323,7 +359,7 @@ class MembershipLayer:
         if retired is not None:
             if retired[0].reliable.foreign(dg) is None:
                 retired[0].receive(dg, now)
-            return
+            return False
         current = self.view.view_id if self.view is not None else 0
         if session is None or dg.view != session.view_id:
             self.last_foreign_view = now
@@ -334,9 +370,10 @@ class MembershipLayer:
                 self._future_count += 1
             else:
                 self._drop("future_view_buffer_full", f"view {dg.view}")
-            return
+            return False
         if dg.view != current:
             self._drop("stale_view", f"view {dg.view} from {sender}")
+        return False
 
     def on_membership(self, dg: MembershipDatagram, now: float) -> None:
         sender = dg.sender

@@ -71,6 +71,11 @@ class AckMatrix:
     def stable(self, node: int) -> int:
         return self._stable[node]
 
+    @property
+    def dirty(self) -> bool:
+        """A column's minimum may have moved since the last ``refresh``."""
+        return bool(self._dirty)
+
     def refresh(self) -> Iterable[tuple[int, int]]:
         """Recompute the columns whose minimum moved; yield ``(node, stable seq)`` for them.
 

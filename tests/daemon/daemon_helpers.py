@@ -176,8 +176,9 @@ class FakeNode:
             self.window -= 1
         self.submitted.append((payload, ServiceLevel(service)))
 
-    def receive_datagram(self, data: bytes, now: float) -> None:
+    def receive_datagram(self, data: bytes, now: float) -> bool:
         self._maybe_raise("receive_datagram")
+        return False
 
     def handle_timer(self, now: float) -> None:
         self._maybe_raise("handle_timer")
