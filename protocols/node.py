@@ -336,11 +336,12 @@ class Node:
             if decoded is not None:
                 state = auth.admit(decoded[0], wall_ms)
                 dg = decoded[1]
-                last = heartbeats.get(dg.sender)
-                if last is not None and last[1] == dg:
-                    dg = last[1]  # the same object as a real repeat gets (below)
-                elif dg.kind is _HEARTBEAT and not dg.nacks and dg.sender in self.members:
-                    heartbeats[dg.sender] = (b"", dg)
+                if isinstance(dg, Datagram):
+                    last = heartbeats.get(dg.sender)
+                    if last is not None and last[1] == dg:
+                        dg = last[1]  # the same object as a real repeat gets (below)
+                    elif dg.kind is _HEARTBEAT and not dg.nacks and dg.sender in self.members:
+                        heartbeats[dg.sender] = (b"", dg)
             else:
                 limits = self._limits
                 if len(data) > limits.max_datagram_bytes:
@@ -355,8 +356,8 @@ class Node:
                     dg = last[1]
                 else:
                     dg = decode_body(body, limits)
-                    if (dg.kind is _HEARTBEAT and not dg.nacks and type(body) is bytes
-                            and dg.sender in self.members):
+                    if (isinstance(dg, Datagram) and dg.kind is _HEARTBEAT and not dg.nacks
+                            and type(body) is bytes and dg.sender in self.members):
                         heartbeats[dg.sender] = (body, dg)
         except DecodeError as exc:
             self._drop(exc.reason, exc.detail)

@@ -57,6 +57,7 @@ from amcast.protocols.ordering.messages import DeliveryRule, MessageDelivered
 from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind
 from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, TAG_BYTES
 
@@ -157,7 +158,9 @@ def installed(probe: Probe) -> Iterator[Probe]:
         return out
 
     patch(node_module, "encode", encode_and_keep)
-    patch(node_module, "decode", probe.timed("wire", node_module.decode))
+    # a received datagram: authenticated, then decoded unless it repeats a heartbeat
+    patch(Authenticator, "open", probe.timed("wire", Authenticator.open))
+    patch(node_module, "decode_body", probe.timed("wire", node_module.decode_body))
     patch(TotalOrderEngine, "insert", insert_and_keep)
     patch(TotalOrderEngine, "close", probe.timed("ordering", TotalOrderEngine.close))
     for name in ("receive_datagram", "handle_timer", "datagrams_to_send", "submit",
