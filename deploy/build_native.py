@@ -17,7 +17,10 @@ modules beside their sources, the manifest, and the shared library at the wheel'
 (site-packages, where the extension modules import it by name), and retags the wheel
 for this interpreter and platform (``cp311-cp311-linux_x86_64``), with a new ``RECORD``.
 Each module's source in the wheel must be the one compiled (the manifest's digest), so
-the installed package passes the same stale-build guard.
+the installed package passes the same stale-build guard. ``--from-wheel WHEEL`` starts
+from an ordinary wheel already built instead of the tracked files: the container image's
+``build-native`` stage, which has no git checkout, installs that wheel, compiles the
+installed package and packs it this way.
 
 Exit status 0, or 1 with one line saying what failed (mypy missing, a type error mypyc
 refuses, no C compiler).
@@ -124,8 +127,11 @@ def _record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def wheel(out: Path) -> int:
-    """Pack the current build into a platform wheel in ``out``; 0, or 1 with one line."""
+def wheel(out: Path, pure_from: Path | None = None) -> int:
+    """Pack the current build into a platform wheel in ``out``; 0, or 1 with one line.
+    ``pure_from``: the ordinary wheel to start from (where there is no git checkout,
+    as in the container image's build stage) instead of one built from the tracked
+    files; its compiled sources must be the ones compiled all the same."""
     built = native.manifest()
     problem = native.problem()
     if built is None or problem is not None or not isinstance(built.get("modules"), dict):
@@ -137,7 +143,7 @@ def wheel(out: Path) -> int:
         return _fail(f"the build's shared library {group} is not in {LIBRARY_DIR}: run "
                      "`make native` again")
     with tempfile.TemporaryDirectory(prefix="amcast-wheel-") as tmp:
-        pure = pure_wheel(Path(tmp))
+        pure = pure_wheel(Path(tmp)) if pure_from is None else _ordinary(pure_from)
         if isinstance(pure, str):
             return _fail(pure)
         tree = Path(tmp, "tree")
@@ -188,6 +194,14 @@ def pure_wheel(tmp: Path) -> Path | str:
     return wheels[0]
 
 
+def _ordinary(path: Path) -> Path | str:
+    """``path`` if it is an ordinary (pure) amcast wheel, or why not."""
+    name = path.name
+    if not (path.is_file() and name.startswith("amcast-") and name.endswith("-py3-none-any.whl")):
+        return f"--from-wheel {path}: not an ordinary amcast wheel (amcast-*-py3-none-any.whl)"
+    return path
+
+
 def _repack(tree: Path, target: Path) -> Path:
     """Zip the unpacked wheel ``tree`` as ``target``: platform-specific, tagged as its
     name says, with a ``RECORD`` of what it now holds."""
@@ -213,10 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remove", action="store_true", help="remove the compiled build")
     parser.add_argument("--wheel", type=Path, metavar="DIR",
                         help="pack the current build into a platform wheel in DIR")
+    parser.add_argument("--from-wheel", type=Path, metavar="WHEEL",
+                        help="with --wheel: start from this ordinary wheel (no git checkout "
+                        "needed) instead of building one from the tracked files")
     args = parser.parse_args(argv)
     if args.remove:
         return remove()
-    return wheel(args.wheel) if args.wheel is not None else build()
+    if args.from_wheel is not None and args.wheel is None:
+        return _fail("--from-wheel goes with --wheel DIR")
+    return wheel(args.wheel, args.from_wheel) if args.wheel is not None else build()
 
 
 if __name__ == "__main__":

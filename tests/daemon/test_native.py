@@ -138,11 +138,14 @@ print(json.dumps({"core": native.state()["protocol_core"], "where": native.PROTO
 
 
 @pytest.mark.processes
-def test_the_compiled_wheel_installs_and_orders_compiled(tmp_path: Path) -> None:
+def test_the_compiled_wheel_installs_and_orders_compiled(
+    tmp_path: Path, build_native: ModuleType,
+) -> None:
     """``make wheel-native``: the current build, packed as a platform wheel, installs with
     pip (into a directory of its own, no index needed), passes the stale-build guard from
     there, and three daemons started from it order the same 200 messages with its
-    compiled engine."""
+    compiled engine. Packed from an ordinary wheel instead of the tracked files (the
+    container image's ``build-native`` stage, ``--from-wheel``), it is the same wheel."""
     if not native.MANIFEST.exists():
         pytest.skip("needs the build of `make native`: make test's compiled run has it")
     dist = tmp_path / "dist"
@@ -162,6 +165,16 @@ def test_the_compiled_wheel_installs_and_orders_compiled(tmp_path: Path) -> None
     assert "" not in headers and "Root-Is-Purelib: false" in headers
     assert [h for h in headers if h.startswith("Tag:")] == [
         f"Tag: {whl.name.removesuffix('.whl').split('-', 2)[2]}"]
+    pure = build_native.pure_wheel(tmp_path / "pure")
+    assert isinstance(pure, Path), pure
+    again = subprocess.run([sys.executable, str(REPO / "deploy" / "build_native.py"),
+                            "--wheel", str(tmp_path / "again"), "--from-wheel", str(pure)],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    (from_pure,) = (tmp_path / "again").glob("*.whl")
+    assert from_pure.name == whl.name
+    assert {i.filename: i.CRC for i in zipfile.ZipFile(from_pure).infolist()} == {
+        i.filename: i.CRC for i in zipfile.ZipFile(whl).infolist()}
 
     site = tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
@@ -191,3 +204,18 @@ def test_a_wheel_needs_a_current_build(
     assert build_native.wheel(tmp_path / "dist") == 1
     assert "protocols/standin.py changed after `make native`" in capsys.readouterr().err
     assert not (tmp_path / "dist").exists()
+
+
+def test_from_wheel_takes_an_ordinary_wheel_and_goes_with_wheel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], build_native: ModuleType,
+) -> None:
+    assert build_native.main(["--from-wheel", str(tmp_path / "x.whl")]) == 1
+    assert capsys.readouterr().err == "--from-wheel goes with --wheel DIR\n"
+    compiled = tmp_path / "amcast-0.1.0-cp311-cp311-linux_x86_64.whl"
+    compiled.write_bytes(b"")
+    for path in (tmp_path / "missing.whl", compiled):
+        assert build_native._ordinary(path) == (
+            f"--from-wheel {path}: not an ordinary amcast wheel (amcast-*-py3-none-any.whl)")
+    pure = tmp_path / "amcast-0.1.0-py3-none-any.whl"
+    pure.write_bytes(b"")
+    assert build_native._ordinary(pure) == pure

@@ -36,6 +36,8 @@ from tests.deploy.conftest import REPO
 from tests.deploy.netns import ip
 
 BASE_IMAGE = "amcast-base:bookworm"
+BUILD_IMAGE = "amcast-build-base:bookworm"
+"""The Dockerfile's BUILD_IMAGE: the base with gcc and Python's headers (mypyc)."""
 PROMETHEUS_IMAGE = "amcast-prometheus:local"
 WHEEL_PORT = 8765
 TOOLS = {
@@ -162,6 +164,8 @@ class DockerEngine:
         started = time.monotonic()
         progress(f"base image {BASE_IMAGE} (debootstrap on the first run, then cached)")
         self.run(["sh", "deploy/container/base-image.sh", BASE_IMAGE], timeout=900)
+        progress(f"build base image {BUILD_IMAGE} (gcc and Python's headers; cached too)")
+        self.run(["sh", "deploy/container/base-image.sh", "--build", BUILD_IMAGE], timeout=900)
         progress("wheel cache from requirements.lock")
         self.run(["sh", "deploy/container/wheelhouse.sh", str(wheelhouse)], timeout=600)
         self._wheels = subprocess.Popen(
@@ -178,10 +182,12 @@ class DockerEngine:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        progress("docker build --target amcastd -t amcast:latest")
+        progress("docker build --target amcastd-native -t amcast:latest (mypyc: a minute "
+                 "or two)")
         self.docker("build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
+                    "--build-arg", f"BUILD_IMAGE={BUILD_IMAGE}",
                     "--build-arg", f"PIP_OPTS=--no-index --find-links {wheel_url}",
-                    "--target", "amcastd", "-t", "amcast:latest", ".", timeout=900)
+                    "--target", "amcastd-native", "-t", "amcast:latest", ".", timeout=900)
         progress(f"{PROMETHEUS_IMAGE}: Debian's prometheus on the base image")
         context = self.tmp / "prometheus"
         context.mkdir()
