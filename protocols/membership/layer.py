@@ -179,9 +179,9 @@ class MembershipLayer:
         """The view ``_steady`` found quorate with listed members (a per-view fact)."""
         self.future_since: dict[int, float] = {}
         self.last_foreign_view = -math.inf
+        """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self.repeats_skipped = 0
         """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
-        """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self._reported_closed: int | None = None
         self.make_session: SessionFactory = _no_factory
         self.view_closed: ViewClosed = _ignore_closed
