@@ -64,6 +64,7 @@ from amcast.protocols.wire.codec import (
     decode_body,
     decode_unchecked,
     encode,
+    open_body,
 )
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
@@ -344,9 +345,7 @@ class Node:
                         heartbeats[dg.sender] = (b"", dg)
             else:
                 limits = self._limits
-                if len(data) > limits.max_datagram_bytes:
-                    raise DecodeError("too_large", f"{len(data)} bytes")
-                body = auth.open(data, wall_ms)
+                body = open_body(data, auth, limits, wall_ms)
                 state = auth.last_admitted
                 # an authentic repeat of its session's last heartbeat: decoding is a pure
                 # function of the body, so the earlier result is this one's

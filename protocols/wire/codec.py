@@ -278,9 +278,16 @@ def decode(data: bytes, auth: Authenticator, limits: WireLimits,
            wall_ms: int) -> Datagram | MembershipDatagram:
     """Authenticate, check for replay, then decode one datagram; any defect raises
     ``DecodeError``. ``wall_ms``: the receiver's wall clock."""
+    return decode_body(open_body(data, auth, limits, wall_ms), limits)
+
+
+def open_body(data: bytes, auth: Authenticator, limits: WireLimits,
+              wall_ms: int) -> memoryview | bytes:
+    """``decode``'s first half: the authentic, fresh body of one datagram (the Node
+    compares it with the sender's last heartbeat before decoding it)."""
     if len(data) > limits.max_datagram_bytes:
         raise DecodeError("too_large", f"{len(data)} bytes")
-    return decode_body(auth.open(data, wall_ms), limits)
+    return auth.open(data, wall_ms)
 
 
 def decode_unchecked(data: bytes, auth: Authenticator,
