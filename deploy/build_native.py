@@ -153,9 +153,10 @@ def wheel(out: Path, pure_from: Path | None = None) -> int:
         for module, expected in sorted(built["modules"].items()):
             source = package / Path(*module.split(".")).with_suffix(".py")
             if not source.exists() or native.digest(source) != expected:
+                hint = ("(not tracked by git?): commit it, then `make native` again"
+                        if pure_from is None else f"({pure_from} is of other sources)")
                 return _fail(f"protocols/{module.replace('.', '/')}.py in the wheel is not the "
-                             "source compiled (not tracked by git?): commit it, then "
-                             "`make native` again")
+                             f"source compiled {hint}")
             for ext in native.source(module).parent.glob(f"{source.stem}.*.so"):
                 shutil.copy2(ext, source.parent / ext.name)
         shutil.copy2(native.MANIFEST, package / native.MANIFEST.name)
