@@ -416,7 +416,31 @@ class FaultRun:
         """Until every connected client is in one primary view (the last frame about
         membership it received), every message owed (sent by a connected client and not
         reported back) was delivered, and that view's sequences have one length."""
-        await self.until(self._settled, timeout, "settling (one view, everything delivered)")
+        try:
+            await self.until(self._settled, timeout, "settling (one view, everything delivered)")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; {self.unsettled()}") from None
+
+    def unsettled(self) -> str:
+        """What ``_settled`` still waits for, per client: the view it is in, primary
+        or not, how many messages it delivered in it, and how many owed messages no
+        client delivered yet (with the first few of them)."""
+        live = self.live()
+        delivered: set[Key] = set()
+        for r in live:
+            delivered |= r.delivered_keys()
+        parts = []
+        for r in live:
+            view = r.current_view()
+            count = (sum(1 for e in r.timeline if e[0] == DELIVER and e[2] == view[0])
+                     if view is not None else 0)
+            missing = [k for k in range(r.next_number)
+                       if k not in r.reported and (r.tag, k) not in delivered]
+            parts.append(f"{r}: view {view[0] if view else None}"
+                         f"{'' if view is None or view[1] else ' (not primary)'}, "
+                         f"{count} delivered in it, {len(missing)} of its own owed "
+                         f"{missing[:5]}")
+        return "; ".join(parts)
 
     def _settled(self) -> bool:
         live = self.live()
