@@ -118,6 +118,16 @@ Item = tuple[bytes, ServiceLevel, int, int, Entry | None, int]
 a control envelope (group membership) has no messages, no entry and client -1."""
 
 
+def _messages_per_client(envelopes: tuple[bytes, ...]) -> dict[int, int]:
+    """How many application messages of each client ``envelopes`` carry."""
+    counts: dict[int, int] = {}
+    for payload in envelopes:
+        env = sp.decode_envelope(payload)
+        if env is not None:
+            counts[env[0]] = counts.get(env[0], 0) + len(env[2])
+    return counts
+
+
 class Daemon:
     def __init__(
         self, config: DaemonConfig, *, environ: Mapping[str, str] | None = None,
@@ -828,14 +838,21 @@ class Daemon:
     def _report_in_doubt(self, ev: MessagesInDoubt) -> None:
         """Own messages of a view this daemon was excluded from that the primary component
         did not deliver: each client hears which of its messages (``undelivered`` with
-        ``first`` and ``count``); they are not sent again."""
-        per_client: dict[int, int] = {}
-        for payload in ev.payloads:
-            env = sp.decode_envelope(payload)
-            if env is not None:
-                per_client[env[0]] = per_client.get(env[0], 0) + len(env[2])
+        ``first`` and ``count``); they are not sent again. The ledger counts each
+        client's messages in send order, so the older ones the primary component did
+        deliver (and this daemon never did: they lie in its gap) are retired first."""
+        elsewhere = 0
+        for cid, count in _messages_per_client(ev.delivered_elsewhere).items():
+            self.ledger.delivered(cid, count)
+            self.own_outstanding -= count
+            elsewhere += count
+        if elsewhere:
+            log.info("own messages delivered by the primary component, not here",
+                     node=self.node_id, view=ev.view, messages=elsewhere)
+        if not (ev.payloads or ev.delivered_here):
+            return
         reported = 0
-        for cid, count in per_client.items():
+        for cid, count in _messages_per_client(ev.payloads).items():
             conn = self.api.clients.get(cid)
             for ref, first, n in self.ledger.fail_oldest(cid, count):
                 reported += n

@@ -647,16 +647,27 @@ class Node:
     def _view_closed(self, view_id: int, cut: dict[int, int] | None) -> None:
         """A view of ours ended. Own messages inside its cut were delivered by the
         primary component; the others (this member was excluded) are reported, never
-        sent again: a member excluded with us may have delivered them already."""
+        sent again: a member excluded with us may have delivered them already. Those
+        inside the cut that this member never delivered are named too
+        (``delivered_elsewhere``): whoever counts own messages in send order must
+        account for them before the ones in doubt."""
         keys = sorted(key for key in self._own if key[0] == view_id)
-        mine = [(key[1], self._own.pop(key), key in self._own_delivered) for key in keys]
+        if not keys:
+            return
+        me = self.node_id
+        done = self._own_delivered | {  # and those delivered in this step (a flush)
+            (ev.view, ev.seq) for ev in self._events
+            if type(ev) is BatchDelivered and ev.sender == me}
+        mine = [(key[1], self._own.pop(key), key in done) for key in keys]
         self._own_delivered.difference_update(keys)
         limit = -1 if cut is None else cut.get(self.node_id, 0)
         doubt = tuple(p for seq, msgs, here in mine if seq > limit and not here for p, _ in msgs)
         seen = tuple(p for seq, msgs, here in mine if seq > limit and here for p, _ in msgs)
-        if doubt or seen:
+        elsewhere = tuple(p for seq, msgs, here in mine
+                          if seq <= limit and not here for p, _ in msgs)
+        if doubt or seen or elsewhere:
             self._stats.messages_in_doubt += len(doubt) + len(seen)
-            self._events.append(MessagesInDoubt(view_id, doubt, seen))
+            self._events.append(MessagesInDoubt(view_id, doubt, seen, elsewhere))
 
     def _drop(self, reason: str, detail: str = "") -> None:
         drops = self._stats.drops

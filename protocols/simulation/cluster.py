@@ -17,7 +17,8 @@ Processes are ``(node, life)``: a restarted node is a new process. ``RunResult``
 every process's deliveries and installed views; ``checkers`` verify integrity,
 agreement and virtual synchrony, total and causal order within and across views, no
 delivery outside a primary view, that nothing a surviving sender accepted is lost or
-duplicated, and liveness once the last fault has healed.
+duplicated, and liveness once the last fault has healed; ``own_ledger`` checks, event by
+event, that a daemon counting its own messages in send order names the right ones.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from amcast.protocols.simulation.checkers import (
 )
 from amcast.protocols.simulation.faults import Fault
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig, SimNetwork
+from amcast.protocols.simulation.own_ledger import OwnLedger
 from amcast.protocols.vocabulary import DeliveryRule, ServiceLevel
 from amcast.protocols.wire.codec import Kind
 from amcast.protocols.wire.membership import ViewRecord
@@ -170,6 +172,8 @@ class Cluster:
         self._known: dict[int, int] = dict.fromkeys(self.endpoints, 0)  # causal past per node
         self._by_payload: dict[bytes, SentMessage] = {}
         self.safe_violations: list[str] = []
+        self.own_ledger = OwnLedger()
+        """Own messages per process as a daemon counts them (``own_ledger``)."""
         self.drops: dict[str, int] = {}
         self.blocked = dict.fromkeys(self.endpoints, False)
         self.other_events: dict[int, list[Event]] = {i: [] for i in self.endpoints}
@@ -239,6 +243,7 @@ class Cluster:
 
     def _end(self, i: int) -> None:
         self.ended[self.proc(i)] = self.now
+        self.own_ledger.forget(self.proc(i))
         del self.nodes[i]
         self._timers.pop(i, None)
         self.paused.pop(i, None)
@@ -350,6 +355,8 @@ class Cluster:
                                                       ev.previous, len(view.potential)))
             elif isinstance(ev, MessagesInDoubt):
                 self.in_doubt.setdefault(proc, set()).update(ev.payloads, ev.delivered_here)
+                self.own_ledger.consume(proc, ev.delivered_elsewhere, "delivered elsewhere")
+                self.own_ledger.consume(proc, ev.payloads, "in doubt")
             elif isinstance(ev, OrderGap):
                 self.gaps.setdefault(proc, []).append(ev)
             elif (isinstance(ev, FlushCompleted) and node.leaving_started
@@ -408,6 +415,8 @@ class Cluster:
                 self.repair_latencies.append(latency)
             else:
                 self.clean_latencies.append(latency)
+        if ev.sender == node.node_id:
+            self.own_ledger.consume(proc, ev.payloads, f"delivery of own ({ev.view}, {ev.seq})")
         log = self.logs[i]
         plog = self.proc_logs[proc]
         self._got[proc].update(ev.payloads)
@@ -433,6 +442,7 @@ class Cluster:
                         self.now)
         self.sent.append(m)
         self._by_payload[payload] = m
+        self.own_ledger.submitted(m.proc, payload)
         self._known[i] |= 1 << m.index
         self._after(i)
         return True
@@ -552,6 +562,7 @@ class Cluster:
             closed_by_leaving=self.closed_by_leaving,
         )
         violations["safe_stability"] = self.safe_violations
+        violations["own_accounting"] = self.own_ledger.violations
         return RunResult(
             self.seed, self.n, self.now, self.sent, self.logs, violations, self.nodes,
             self.network, dict(self.drops), self.repair_latencies, self.clean_latencies,

@@ -129,7 +129,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
         "notes": failures[:50] or [
             "integrity, views, primary component, virtual synchrony, total and causal order "
             "within and across views, safe uniformity, one view per message, no loss of a "
-            "surviving sender's messages and liveness held on every seed"
+            "surviving sender's messages, exact own-message accounting and liveness held on "
+            "every seed"
         ],
         "ok": not failures,
     }
