@@ -4,9 +4,12 @@ Theory of operation: a ``Session`` (``amcast.client.session``) holds the protoco
 this module does the I/O on an asyncio transport. ``send()`` is synchronous and
 *batches transparently*: it numbers the message, appends it to the pending frame, and the
 pending frames are written at the end of the current event-loop iteration
-(``call_soon``) or as soon as they reach ``max_batch_bytes``. After a write the client
-keeps one ``sync`` request in flight, so the daemon confirms (or refuses) what was written
-one round trip later.
+(``call_soon``) or as soon as they reach ``max_batch_bytes``. What was written is
+confirmed (or refused) by a ``sync`` request, sent lazily: with the write once an eighth
+of ``max_unconfirmed_bytes`` is in flight, else ``sync_interval`` later (20 ms), and at
+once by every wait (``drain``, ``sync``, ``send_wait`` without room, ``close``). A sender of one
+message per flush thus costs the daemon no ``synced`` reply per message, nor itself a
+wake-up to read it. A refusal comes as soon as the daemon reads the frame, sync or not.
 
 Memory and backpressure: the bytes of messages not yet confirmed (pending, buffered in the
 transport, or in the daemon's socket) are bounded by ``max_unconfirmed_bytes``; past it
@@ -88,15 +91,22 @@ class _Protocol(asyncio.Protocol):
         self.can_write.set()
 
 
+LAZY_SYNC_S = 0.02
+"""How long written messages may stay without a ``sync`` asking the daemon to confirm
+them (below ``Session.lazy_sync_bytes`` in flight)."""
+
+
 class Client(SessionState):
     """asyncio client of amcastd; create with ``await Client.connect(path)``."""
 
     def __init__(self, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  max_queued_events: int = 4096, *,
                  max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
-                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT,
+                 sync_interval: float = LAZY_SYNC_S) -> None:
         self.max_batch_bytes = max_batch_bytes
         self.timeout = timeout
+        self.sync_interval = sync_interval
         self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes)
         self._proto = _Protocol(self)
         self._loop = asyncio.get_running_loop()
@@ -107,17 +117,22 @@ class Client(SessionState):
         self._requests: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._welcome: asyncio.Future[None] = self._loop.create_future()
         self._flush_scheduled = False
+        self._sync_timer: asyncio.TimerHandle | None = None
 
     @classmethod
     async def connect(cls, path: str = DEFAULT_SOCKET, *, name: str = "",
                       max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                       max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
                       max_queued_events: int = 4096,
-                      timeout: float | None = DEFAULT_TIMEOUT) -> Client:
+                      timeout: float | None = DEFAULT_TIMEOUT,
+                      sync_interval: float = LAZY_SYNC_S) -> Client:
         """Connect and greet; raises ``Unreachable``, ``ClientTimeout`` or
-        ``ConnectionClosed`` (e.g. ``too_many_clients``)."""
+        ``ConnectionClosed`` (e.g. ``too_many_clients``). ``sync_interval``: how long
+        written messages may wait for a ``sync`` below an eighth of
+        ``max_unconfirmed_bytes`` in flight (``LAZY_SYNC_S``)."""
         self = cls(max_batch_bytes, max_queued_events,
-                   max_unconfirmed_bytes=max_unconfirmed_bytes, timeout=timeout)
+                   max_unconfirmed_bytes=max_unconfirmed_bytes, timeout=timeout,
+                   sync_interval=sync_interval)
         limit = None if timeout is None or math.isinf(timeout) else timeout
         try:
             await asyncio.wait_for(
@@ -165,8 +180,8 @@ class Client(SessionState):
                 return
             if not self._welcome.done() and s.welcome is not None:
                 self._welcome.set_result(None)
-            if s.written_seq > s.synced_seq:  # keep one sync in flight
-                self._write(s.sync_frame())
+            if s.written_seq > s.synced_seq:  # more to confirm: the next sync, lazily
+                self._sync_lazily()
             self._progress.set()
         elif type(out) is Reply:
             fut = self._requests.pop(out.id, None)
@@ -205,6 +220,9 @@ class Client(SessionState):
         self._event_ready.set()
         self._progress.set()
         self._proto.can_write.set()
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
         t = self._proto.transport
         if t is not None and not t.is_closing():
             t.close()
@@ -230,11 +248,35 @@ class Client(SessionState):
         frames = s.take()
         if not frames:
             return
-        sync = s.sync_frame()  # taken frames count as written: a sync covers them
+        sync = s.sync_frame(lazy=True)  # taken frames count as written: a sync covers them
         if len(frames) == 1:  # one write (one syscall) for the frame and its sync
             t.write(frames[0][0] + sync)
         else:
             t.writelines([*(d for d, _ in frames), sync])
+        if not sync:
+            self._arm_sync_timer()
+
+    def _sync_lazily(self) -> None:
+        """Ask for confirmation of what was written: at once past ``lazy_sync_bytes`` in
+        flight, else when the sync timer fires."""
+        sync = self._session.sync_frame(lazy=True)
+        if sync:
+            self._write(sync)
+        else:
+            self._arm_sync_timer()
+
+    def _arm_sync_timer(self) -> None:
+        """Written messages no sync covers and none in flight (whose reply comes back
+        here): confirm them within ``sync_interval``."""
+        s = self._session
+        if s.unsynced and not s.sync_pending and self._sync_timer is None:
+            self._sync_timer = self._loop.call_later(self.sync_interval, self._sync_due)
+
+    def _sync_due(self) -> None:
+        """The sync timer: one sync for everything written so far (never raises)."""
+        self._sync_timer = None
+        if self._session.closed is None:
+            self._write(self._session.sync_frame())
 
     def flush(self) -> None:
         """Write the pending messages now; raises refusals and ``ConnectionClosed``."""

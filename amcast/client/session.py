@@ -16,9 +16,13 @@ with their payloads. A ``sync`` request (``sync_frame``) asks the daemon to answ
 those frames comes before that reply, so the reply *confirms* every in-flight frame
 written before the sync (accepted, or already reported refused), and the session forgets
 them. Memory is bounded by the unconfirmed bytes, which the clients bound (``has_room``).
-The clients keep one sync in flight while anything is unconfirmed (``sync_frame()``
-after each write and each ``synced``), so confirmation trails the writes by one round
-trip whatever the application does.
+The blocking client keeps one sync in flight while anything is unconfirmed
+(``sync_frame()`` after each write and each ``synced``), so confirmation trails the
+writes by one round trip. The asyncio client syncs *lazily* (``sync_frame(lazy=True)``):
+at once only when the in-flight bytes reach ``lazy_sync_bytes`` (an eighth of the bound),
+otherwise after a short timer (``aio.LAZY_SYNC_S``), so a light sender that flushes every
+message does not make the daemon answer, and itself wake up for, one ``synced`` per
+message. Anything that waits (for room, ``drain``, ``sync``, ``close``) forces a sync.
 
 Refusals. An error frame carrying a send frame's id refuses that frame whole: it leaves
 the in-flight list and becomes a ``Refusal``, raised once by ``check()`` (the clients call
@@ -161,6 +165,8 @@ class Session:
         self.synced_seq = 0  # messages < synced_seq were handled by the daemon
         self.pending_bytes = 0
         self.inflight_bytes = 0
+        self.lazy_sync_bytes = max(1, max_unconfirmed_bytes // 8)
+        """In-flight bytes from which a lazy ``sync_frame`` asks at once."""
         self._pending: list[_Frame] = []
         self._last: _Frame | None = None
         self._inflight: deque[_Frame] = deque()
@@ -271,11 +277,15 @@ class Session:
         self._next_request -= 1
         return self._next_request
 
-    def sync_frame(self, force: bool = False) -> bytes:
+    def sync_frame(self, force: bool = False, *, lazy: bool = False) -> bytes:
         """A ``sync`` request when written messages are not covered by one yet; without
-        ``force``, only when no sync is in flight (one round trip at a time)."""
+        ``force``, only when no sync is in flight (one round trip at a time); ``lazy``,
+        only once the in-flight bytes reach ``lazy_sync_bytes`` (``unsynced`` then says
+        that one is still owed)."""
         covered = self._syncs[-1][1] if self._syncs else self.synced_seq
         if self.written_seq <= covered or (self._syncs and not force):
+            return b""
+        if lazy and self.inflight_bytes < self.lazy_sync_bytes:
             return b""
         rid = self.request_id()
         self._syncs.append((rid, self.written_seq))
@@ -284,6 +294,12 @@ class Session:
     @property
     def sync_pending(self) -> bool:
         return bool(self._syncs)
+
+    @property
+    def unsynced(self) -> bool:
+        """Messages were written that no sync, in flight or answered, covers."""
+        covered = self._syncs[-1][1] if self._syncs else self.synced_seq
+        return self.written_seq > covered
 
     @property
     def confirmed(self) -> bool:

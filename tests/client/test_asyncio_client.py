@@ -278,3 +278,60 @@ async def test_old_view_frames_and_welcome_parse_with_defaults(sock: str) -> Non
         ev = await c.next_event(10)
         assert ev == ViewChange(5, [0, 1], True, [], [], [], None, None)
         await c.close()
+
+
+def syncs(fake: FakeDaemon) -> int:
+    return sum(1 for f in fake.received if f["t"] == "sync")
+
+
+async def synced_reply(c: Client) -> None:
+    """Until the next ``synced`` (or refusal, or the end) reaches the client."""
+    c._progress.clear()
+    await asyncio.wait_for(c._progress.wait(), 10)
+
+
+async def test_a_light_sender_costs_no_sync_per_flush(sock: str) -> None:
+    # one message per flush, each followed by a round trip (status): the client used to
+    # keep a sync in flight, so the daemon answered (and the client read) one synced per
+    # message; below an eighth of the bound in flight it now waits for its timer
+    with FakeDaemon(sock) as fake:
+        c = await Client.connect(sock, sync_interval=3600)
+        for k in range(10):
+            assert c.send(b"m%d" % k, "g") == k
+            c.flush()
+            await c.status()  # every earlier frame handled, and any synced read
+        assert len(sends(fake)) == 10 and syncs(fake) == 0
+        assert c.confirmed == 0 and c.unconfirmed_bytes == 20
+        assert await c.sync() == 10  # a wait asks at once
+        assert syncs(fake) == 1 and c.confirmed == 10 and c.unconfirmed_bytes == 0
+        await c.close()
+
+
+async def test_the_sync_timer_confirms_what_a_light_sender_wrote(sock: str) -> None:
+    with FakeDaemon(sock) as fake:
+        c = await Client.connect(sock, sync_interval=0.01)
+        for k in range(5):
+            c.send(b"m%d" % k, "g")
+            c.flush()
+        await synced_reply(c)  # nobody waits: the timer asked
+        assert syncs(fake) == 1 and c.confirmed == 5 and c.unconfirmed_bytes == 0
+        c.send(b"more", "g")
+        c.flush()
+        await synced_reply(c)
+        assert syncs(fake) == 2 and c.confirmed == 6
+        await c.close()
+
+
+async def test_an_eighth_of_the_bound_in_flight_is_synced_with_the_write(sock: str) -> None:
+    with FakeDaemon(sock) as fake:
+        c = await Client.connect(sock, max_unconfirmed_bytes=8000, sync_interval=3600)
+        for _ in range(9):  # 9 x 100 bytes: under 1,000 in flight, no sync
+            c.send(b"x" * 100, "g")
+        c.flush()
+        await c.status()
+        assert syncs(fake) == 0
+        c.send(b"y" * 100, "g")  # 1,000 bytes in flight once written
+        c.flush()
+        await synced_reply(c)
+        assert syncs(fake) == 1 and c.confirmed == 10
+        await c.close()

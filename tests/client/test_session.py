@@ -137,6 +137,26 @@ def test_synced_confirms_and_forgets_in_flight_frames() -> None:
     assert s.confirmed and s.inflight_bytes == 0 and s.unconfirmed_count() == 0
 
 
+def test_a_lazy_sync_waits_for_an_eighth_of_the_bound_in_flight() -> None:
+    s = session(bound=8000)
+    assert s.lazy_sync_bytes == 1000 and not s.unsynced
+    for _ in range(9):
+        s.add(b"x" * 100, "g", "agreed")
+    s.take()
+    assert s.unsynced and s.sync_frame(lazy=True) == b""  # 900 bytes in flight
+    s.add(b"y" * 100, "g", "agreed")
+    s.take()
+    sync = FrameDecoder().feed(s.sync_frame(lazy=True))[0]  # 1,000: at once
+    assert sync["t"] == "sync" and not s.unsynced and s.sync_pending
+    s.add(b"z", "g", "agreed")
+    s.take()
+    assert s.unsynced and s.sync_frame(lazy=True) == b""  # one in flight, as without lazy
+    s.on_frame({"t": "synced", "id": sync["id"]})
+    assert s.synced_seq == 10 and s.inflight_bytes == 1 and s.unsynced
+    assert s.sync_frame(lazy=True) == b"" and s.sync_frame() != b""  # the timer's
+    assert not s.unsynced
+
+
 def test_a_daemon_without_sync_answers_unknown_type_which_confirms() -> None:
     s = session()
     s.add(b"x", "g", "agreed")
