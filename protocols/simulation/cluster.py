@@ -683,6 +683,7 @@ def run_cluster_simulation(
             "views installed after the first": totals["views"],
         },
         "notes": failures[:50] or ["integrity, validity, agreement, virtual synchrony, total "
-                                   "order, causal order and safe stability held on every seed"],
+                                   "order, causal order, safe stability and own-message "
+                                   "accounting held on every seed"],
         "ok": not failures,
     }
