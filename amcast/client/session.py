@@ -282,8 +282,7 @@ class Session:
         ``force``, only when no sync is in flight (one round trip at a time); ``lazy``,
         only once the in-flight bytes reach ``lazy_sync_bytes`` (``unsynced`` then says
         that one is still owed)."""
-        covered = self._syncs[-1][1] if self._syncs else self.synced_seq
-        if self.written_seq <= covered or (self._syncs and not force):
+        if not self.unsynced or (self._syncs and not force):
             return b""
         if lazy and self.inflight_bytes < self.lazy_sync_bytes:
             return b""
