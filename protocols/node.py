@@ -194,10 +194,12 @@ class Node:
             min_bytes=2 * config.datagram_budget, increase=config.datagram_budget,
             loss_holdoff=config.nack_retry,
         )
-        self._heartbeats: dict[int, tuple[bytes, Datagram]] = {}
+        self._heartbeats: dict[int, tuple[bytes | None, Datagram]] = {}
         """Each sender's last heartbeat without nacks, body and decoded: an idle member
         repeats the same heartbeat every interval, and a repeat is not decoded again
-        (``receive_datagram``). At most one entry per listed member."""
+        (``receive_datagram``). At most one entry per listed member. The body is ``None``
+        when the caller decoded it (``decoded``): then no body may match it (an empty
+        one used to, and an authentic empty body passed as that heartbeat)."""
         self._holding = False
         self._seen_losses = 0
         self._seen_stable = 0
@@ -342,7 +344,7 @@ class Node:
                     if last is not None and last[1] == dg:
                         dg = last[1]  # the same object as a real repeat gets (below)
                     elif dg.kind is _HEARTBEAT and not dg.nacks and dg.sender in self.members:
-                        heartbeats[dg.sender] = (b"", dg)
+                        heartbeats[dg.sender] = (None, dg)  # no body: never matches one
             else:
                 limits = self._limits
                 body = open_body(data, auth, limits, wall_ms)

@@ -73,6 +73,68 @@ def test_the_frames_target_refuses_an_internal_error_reply() -> None:
         frames.RecordingBackend = original  # type: ignore[misc]
 
 
+
+def test_the_sealed_target_seals_as_a_sender_does() -> None:
+    """Its datagrams are what ``Authenticator.seal`` makes with the same fields."""
+    from amcast.protocols.wire.auth import Authenticator
+
+    from fuzz.targets import sealed
+
+    session = bytes(range(16))
+    sender = Authenticator(sealed.RINGS[0], session)
+    for counter, body in enumerate((b"first", b"", b"x" * 3000)):
+        wall_ms = 1_800_000_000_000 + counter
+        assert sealed.seal(1, sealed.KEY_1, session, counter, wall_ms, 1, body) == (
+            sender.seal(body, wall_ms))
+
+
+def _sealed_talk(*records: bytes) -> bytes:
+    """An input of the ``sealed`` target: in view, the given records after a datagram of
+    a real conversation (so the Nodes decode something)."""
+    from fuzz.targets import datagram, sealed
+
+    body = datagram._conversation(True, 10, 0)[0][1]
+    return bytes((sealed.FLAG_IN_VIEW,)) + sealed._make(0, 0, body) + b"".join(records)
+
+
+def test_the_sealed_target_refuses_a_gate_that_admits_a_replay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from amcast.protocols.wire.replay import ReplayGuard
+
+    from fuzz.targets import sealed
+
+    replay = bytes((sealed.REPLAY,)) + sealed.INDEX.pack(0)
+    talk = _sealed_talk(replay)
+    sealed.test_one_input(talk)  # the real guard refuses the copy
+    monkeypatch.setattr(ReplayGuard, "check", lambda *args: None)
+    with pytest.raises(AssertionError, match="twice"):
+        sealed.test_one_input(talk)
+
+
+def test_the_sealed_target_refuses_paths_that_disagree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``open`` that forgets to record what it admitted accepts a replay ``unseal`` +
+    ``admit`` refuses; a simulator path that skips the replay check lets a Node take a
+    copy the daemon's Node drops."""
+    from amcast.protocols.node import Node
+    from amcast.protocols.wire.auth import Authenticator
+
+    from fuzz.targets import sealed
+
+    talk = _sealed_talk(bytes((sealed.REPLAY,)) + sealed.INDEX.pack(0))
+    open_ = Authenticator.open
+    with monkeypatch.context() as m:
+        m.setattr(Authenticator, "open",
+                  lambda self, data, wall_ms: bytes(self.unseal(data)[1]))
+        with pytest.raises(AssertionError, match="disagree"):
+            sealed.test_one_input(talk)
+    assert Authenticator.open is open_
+    unseal = Node.unseal
+    monkeypatch.setattr(Node, "unseal", lambda self, data: (None, unseal(self, data)[1]))
+    with pytest.raises(AssertionError, match="differ in: counters, events"):
+        sealed.test_one_input(talk)
+
+
 LIBFUZZER_LOG = """\
 #2\tINITED cov: 1101 ft: 4010 corp: 60/9Kb exec/s: 0 rss: 48Mb
 #13099\tNEW    cov: 1189 ft: 5725 corp: 202/180Kb lim: 5385 exec/s: 654 rss: 51Mb L: 711/5385

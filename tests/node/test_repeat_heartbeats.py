@@ -160,3 +160,20 @@ def test_an_idle_incumbent_still_exposes_a_second_daemon_with_its_id() -> None:
                if isinstance(e, JoinRefused) and e.reason == "duplicate_node_id"]
     assert refused and c.nodes[100].view is None
     assert all(c.nodes[i].membership.view.nodes == (0, 1, 2) for i in range(3))
+
+
+def test_an_empty_body_is_not_taken_for_a_heartbeat_the_caller_decoded() -> None:
+    """The simulator hands over a heartbeat already decoded (``decoded=``), so the Node
+    keeps no body for it. An authentic datagram with an empty body, handed over raw
+    afterwards, is malformed, as it is for a daemon: it used to match the missing body
+    (kept as ``b""``) and pass as that heartbeat (found by the ``sealed`` fuzz target,
+    ``fuzz/regressions/sealed/empty-body-after-decoded-heartbeat``)."""
+    nd = _node()
+    peer = Authenticator(Keyring.single(KEY), bytes(16))
+    beat = _beat(peer, 0, 0.1)
+    nd.receive_datagram(beat, 0.1, decoded=nd.unseal(beat))
+    assert nd.stats.datagrams_received["heartbeat"] == 1
+    empty = peer.seal(b"", int((0.2 + 100.0) * 1000))
+    assert nd.receive_datagram(empty, 0.2) is False
+    assert nd.stats.drops == {"malformed": 1}
+    assert nd.stats.datagrams_received["heartbeat"] == 1
