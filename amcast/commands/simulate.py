@@ -6,7 +6,8 @@ causal layer, ordering engine) over the lossy simulated network for a range of s
 checks agreement, total order, causal order, integrity and validity after every run: the
 long version of the CI sweep (exit status 1 if any seed violates a property).
 ``--preset membership`` does the same under crashes, restarts, pauses, joins, leaves and
-partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel). ``--plot``
+partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel;
+``--read-batching-ms`` makes the Nodes read arrivals in batches, as a daemon does). ``--plot``
 draws the latency distributions; ``--json`` prints one JSON object with the same figures.
 """
 
@@ -58,6 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--rule", default=DEFAULT_RULE.value, choices=[r.value for r in OrderingRule
                                                            if r.value != "toto"],
                         help="ordering rule of the Nodes")
+    faults.add_argument("--read-batching-ms", type=float, default=0.0,
+                        help="nodes read arrivals in batches as the daemon does, waking "
+                             "within this many ms (faults and membership; 0: one by one)")
     p.add_argument("--jobs", type=int, default=1,
                    help="processes running seeds in parallel (--preset membership)")
     p.add_argument("--plot", type=Path, help="write latency distributions to this PNG")
@@ -80,6 +84,12 @@ def _variants(spec: str) -> list[tuple[OrderingRule, float | None]]:
     return out
 
 
+def _read_batching(args: argparse.Namespace) -> float:
+    if not 0.0 <= args.read_batching_ms <= 1000.0:
+        raise ConfigurationError("--read-batching-ms must be within 0..1000")
+    return float(args.read_batching_ms) / 1000
+
+
 def run_faults(args: argparse.Namespace) -> int:
     from amcast.protocols.simulation.cluster import run_cluster_simulation
 
@@ -89,7 +99,7 @@ def run_faults(args: argparse.Namespace) -> int:
     report = run_cluster_simulation(
         seeds, n_range=(args.n_min, args.n_max), max_loss=args.max_loss,
         duplicate=args.duplicate, reorder=args.reorder, messages_per_node=args.messages,
-        rule=args.rule, progress=_progress(args),
+        rule=args.rule, progress=_progress(args), read_batching=_read_batching(args),
     )
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
@@ -105,7 +115,8 @@ def run_membership(args: argparse.Namespace) -> int:
     seeds = range(args.seed, args.seed + args.seeds)
     report = sweep.run_membership_sweep(
         seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
-        messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs)
+        messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
+        read_batching=_read_batching(args))
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1

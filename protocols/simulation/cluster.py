@@ -13,6 +13,15 @@ incarnation from the disk), pause/resume (like SIGSTOP: arrivals queue in a boun
 socket buffer, timers do not fire), late start (join), graceful leave, and partitions
 (cut links, symmetric or one way).
 
+How a node reads the network: by default each arrival is received on its own and the
+node's output pulled right after it. ``read_batching`` > 0 reads the way the daemon does
+(``amcast.daemon.transport``, ``Daemon._on_datagrams``): an arrival at an idle node
+wakes it ``U(0, read_batching)`` seconds later (the wake-up and the wait for a core);
+everything that arrived by then is received in arrival order, up to ``READ_BATCH`` at a
+time, and the output pulled once after each such batch (the daemon's one pump per loop
+iteration). Arrivals at a paused node wait in its socket buffer and are read the same
+way when it resumes. The engines must be correct under either; the sweeps run both.
+
 Processes are ``(node, life)``: a restarted node is a new process. ``RunResult`` holds
 every process's deliveries and installed views; ``checkers`` verify integrity,
 agreement and virtual synchrony, total and causal order within and across views, no
@@ -66,6 +75,9 @@ DEFAULT_SERVICES: tuple[tuple[ServiceLevel, float], ...] = (
 )
 PAUSE_BUFFER = 4096
 """Datagrams a paused node's socket buffer holds; later arrivals are lost."""
+READ_BATCH = 256
+"""Datagrams one read hands to the node (``read_batching``): the daemon's transport
+reads at most this many per wake-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +133,7 @@ class Cluster:
         node_configs: dict[int, NodeConfig] | None = None,
         impostors: dict[int, int] | None = None,
         wall_clock: float | None = None,
+        read_batching: float = 0.0,
     ) -> None:
         """``bootstrap="agreed"`` starts every node in view 1 of all ``n`` members;
         ``"join"`` starts them with no view, so they form the first one themselves.
@@ -130,7 +143,10 @@ class Cluster:
         with a duplicate or an unlisted id); they start with ``start``'s others, later,
         via a ``start`` fault naming the endpoint. ``wall_clock`` (seconds) makes
         incarnations start at the simulated wall clock in milliseconds, as the daemon's
-        do, instead of 0."""
+        do, instead of 0. ``read_batching`` (seconds): read arrivals in batches, as the
+        daemon does (module docstring); 0 receives each on its own."""
+        if read_batching < 0:
+            raise ValueError("read_batching must not be negative")
         self.n = n
         self.seed = seed
         self.members = list(range(n))
@@ -152,6 +168,14 @@ class Cluster:
         self._timers: dict[int, float | None] = {}
         self.paused: dict[int, float] = {}
         self._pause_queue: dict[int, list[bytes]] = {}
+        self.read_batching = read_batching
+        self._inbox: dict[int, tuple[int, list[bytes]]] = {}
+        """Arrivals waiting for their node's wake-up (``read_batching``), with the number
+        of that wake-up (a read that came first, at a resume, makes it a no-op)."""
+        self._wakes = 0
+        self._read_rng = random.Random(seed * 6151 + 11)
+        self.reads: dict[int, int] = dict.fromkeys(self.endpoints, 0)
+        """Reads per node (``read_batching``): fewer than its arrivals when it batched."""
         self.blocked_links: set[tuple[int, int]] = set()
         self.network = SimNetwork(network or NetworkConfig(), self.endpoints,
                                   random.Random(seed * 7919 + 1))
@@ -248,6 +272,7 @@ class Cluster:
         self._timers.pop(i, None)
         self.paused.pop(i, None)
         self._pause_queue.pop(i, None)
+        self._inbox.pop(i, None)
 
     # ------------------------------------------------------------------ faults
 
@@ -308,10 +333,50 @@ class Cluster:
         node = self.nodes[i]
         node.handle_timer(self.now)  # the process notices the time it lost first
         self._after(i)
-        for data in self._pause_queue.pop(i, []):
+        queue = self._pause_queue.pop(i, [])
+        if self.read_batching > 0.0:  # what arrived before the pause is read first
+            _, waiting = self._inbox.pop(i, (0, []))
+            self._receive_batches(i, waiting + queue)
+            return
+        for data in queue:
             if i not in self.nodes:
                 return
             node.receive_datagram(data, self.now)
+            self._after(i)
+
+    def _queue_read(self, i: int, data: bytes) -> None:
+        """An arrival at ``i`` under ``read_batching``: read at its next wake-up."""
+        pending = self._inbox.get(i)
+        if pending is not None:  # a wake-up is due: read with the others
+            if len(pending[1]) < PAUSE_BUFFER:  # the socket buffer's bound
+                pending[1].append(data)
+            return
+        self._wakes += 1
+        wake = self._wakes
+        self._inbox[i] = (wake, [data])
+        self._at(self.now + self._read_rng.uniform(0.0, self.read_batching),
+                 lambda: self._wake(i, wake))
+
+    def _wake(self, i: int, wake: int) -> None:
+        pending = self._inbox.get(i)
+        if pending is None or pending[0] != wake:
+            return  # read already (a resume) or gone with its process
+        del self._inbox[i]
+        inbox = pending[1]
+        if i in self.paused:  # stopped before it woke: still in the socket, ahead
+            self._pause_queue[i] = (inbox + self._pause_queue[i])[:PAUSE_BUFFER]
+            return
+        self._receive_batches(i, inbox)
+
+    def _receive_batches(self, i: int, arrivals: list[bytes]) -> None:
+        """``arrivals`` received in order, the output pulled once per ``READ_BATCH``."""
+        for start in range(0, len(arrivals), READ_BATCH):
+            node = self.nodes.get(i)
+            if node is None:
+                return  # it left (``_after`` ended it)
+            for data in arrivals[start:start + READ_BATCH]:
+                node.receive_datagram(data, self.now, decoded=self._decoded(node, data))
+            self.reads[i] += 1
             self._after(i)
 
     def _stop_leaver(self, i: int) -> None:
@@ -474,6 +539,9 @@ class Cluster:
                 if len(queue) < PAUSE_BUFFER:
                     queue.append(data)
                 return
+            if self.read_batching > 0.0:
+                self._queue_read(dst, data)
+                return
             node.receive_datagram(data, self.now, decoded=self._decoded(node, data))
             self._after(dst)
         elif kind == "action":
@@ -622,9 +690,9 @@ def point_network(point: SweepPoint) -> NetworkConfig:
 
 
 def run_point(point: SweepPoint, workload: Workload, node_config: NodeConfig | None = None,
-              *, max_time: float = 60.0) -> RunResult:
+              *, max_time: float = 60.0, read_batching: float = 0.0) -> RunResult:
     cluster = Cluster(point.n, seed=point.seed, node_config=node_config,
-                      network=point_network(point))
+                      network=point_network(point), read_batching=read_batching)
     return cluster.run(workload, max_time=max_time)
 
 
@@ -640,11 +708,13 @@ def run_cluster_simulation(
     slow_node: bool = True,
     asymmetric: bool = True,
     max_time: float = 60.0,
+    read_batching: float = 0.0,
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Run one cluster per seed and check every safety property; return a report dict.
 
     ``progress`` (if given) receives a line every tenth of the sweep and on each failure.
+    ``read_batching``: nodes read arrivals in batches, as the daemon does (``Cluster``).
     """
     cfg = NodeConfig(group_key=b"simulation-group-key", rule=rule)
     workload = Workload(messages_per_node=messages_per_node)
@@ -655,7 +725,8 @@ def run_cluster_simulation(
     totals = {"messages": 0, "datagrams": 0, "lost": 0, "retransmissions": 0, "views": 0}
     step = max(1, len(points) // 10)
     for k, point in enumerate(points, 1):
-        result = run_point(point, workload, cfg, max_time=max_time)
+        result = run_point(point, workload, cfg, max_time=max_time,
+                           read_batching=read_batching)
         totals["messages"] += len(result.sent)
         totals["datagrams"] += result.network.stats.multicasts
         totals["lost"] += result.network.stats.lost
@@ -672,7 +743,7 @@ def run_cluster_simulation(
     return {
         "title": f"cluster simulation: {len(points)} seeds, n {n_range[0]}..{n_range[1]}, "
                  f"loss 0..{max_loss:.0%}, dup {duplicate:.0%}, reorder {reorder:.0%}, "
-                 f"rule {rule}",
+                 f"rule {rule}" + batching_title(read_batching),
         "figures": {
             "seeds": len(points),
             "seeds failed": len({f.split(' ')[1] for f in failures}),
@@ -687,3 +758,10 @@ def run_cluster_simulation(
                                    "accounting held on every seed"],
         "ok": not failures,
     }
+
+
+def batching_title(read_batching: float) -> str:
+    """How the sweep's nodes read, for its title (nothing for the default)."""
+    if read_batching <= 0.0:
+        return ""
+    return f", reads batched as a daemon's (wake-up within {read_batching * 1000:g} ms)"

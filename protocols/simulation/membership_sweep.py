@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
+from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload, batching_title
 from amcast.protocols.simulation.faults import Fault, random_plan
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 
@@ -53,12 +53,14 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
 
 def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
                          interval: float = 0.05,
-                         settings: Mapping[str, Any] | None = None) -> RunResult:
-    """One seed's run; ``settings`` override ``NodeConfig`` defaults (studies of a setting)."""
+                         settings: Mapping[str, Any] | None = None,
+                         read_batching: float = 0.0) -> RunResult:
+    """One seed's run; ``settings`` override ``NodeConfig`` defaults (studies of a
+    setting); ``read_batching``: nodes read arrivals as the daemon does (``Cluster``)."""
     cfg = NodeConfig(group_key=KEY, rule=point.rule, **dict(settings or {}))
     net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
-                      bootstrap="join")
+                      bootstrap="join", read_batching=read_batching)
     for fault in point.plan:
         cluster.schedule(fault)
     workload = Workload(messages_per_node=messages_per_node, interval=interval)
@@ -78,9 +80,10 @@ class SeedOutcome:
 
 
 def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
-                 messages_per_node: int = 40) -> SeedOutcome:
+                 messages_per_node: int = 40, read_batching: float = 0.0) -> SeedOutcome:
     point = membership_point(seed, n_range=n_range, max_loss=max_loss)
-    result = run_membership_point(point, messages_per_node=messages_per_node)
+    result = run_membership_point(point, messages_per_node=messages_per_node,
+                                  read_batching=read_batching)
     totals: Counter[str] = Counter()
     totals["messages"] += len(result.sent)
     totals["views"] += sum(len(v) for v in result.views.values())
@@ -99,7 +102,7 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
 
 
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
-              max_loss: float = 0.2) -> dict:
+              max_loss: float = 0.2, read_batching: float = 0.0) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -113,7 +116,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
     failed = {o.seed for o in outcomes if o.violations}
     return {
         "title": f"membership sweep: {len(outcomes)} seeds, n {n_range[0]}..{n_range[1]}, "
-                 f"loss 0..{max_loss:.0%}, rules {', '.join(sorted(rules))}",
+                 f"loss 0..{max_loss:.0%}, rules {', '.join(sorted(rules))}"
+                 + batching_title(read_batching),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -144,10 +148,11 @@ def run_membership_sweep(
     messages_per_node: int = 40,
     progress: Callable[[str], None] | None = None,
     jobs: int = 1,
+    read_batching: float = 0.0,
 ) -> dict:
     """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
     one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
-                            messages_per_node=messages_per_node)
+                            messages_per_node=messages_per_node, read_batching=read_batching)
     seeds = list(seeds)
     outcomes: list[SeedOutcome] = []
     step = max(1, len(seeds) // 50)
@@ -169,4 +174,5 @@ def run_membership_sweep(
         with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
             for k, o in enumerate(pool.map(one, seeds, chunksize=4), 1):
                 note(k, o)
-    return summarize(outcomes, n_range=n_range, max_loss=max_loss)
+    return summarize(outcomes, n_range=n_range, max_loss=max_loss,
+                     read_batching=read_batching)
