@@ -56,12 +56,12 @@ from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, WIRE_VERSION, WireLi
 from amcast.protocols.wire.membership import ViewRecord
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from fuzz.targets import datagram
+from fuzz.targets.datagram import FLAG_IN_VIEW, ME, MEMBERS
+
 INSTRUMENT = ("amcast",)
 MAX_LEN = 16384
 TIMEOUT_S = 10
-MEMBERS = (1, 2, 3)
-ME = 1
-FLAG_IN_VIEW = 0x01
 FLAG_SMALL_GUARD = 0x02
 MAKE, REPLAY, TAMPER, TRUNCATE, RAW, CLOCK, ROLL = range(7)
 OPS = 7
@@ -317,8 +317,6 @@ def _make(who: int, counter: int, body: bytes, *, key: int = 0, skew: int = 0) -
 def seeds() -> list[bytes]:
     """Real conversations sealed by their senders' sessions, with replays, damage,
     clock jumps and a key rollover mixed in; and single datagrams of every kind."""
-    from fuzz.targets import datagram
-
     out: list[bytes] = []
     for in_view in (True, False):
         flags = FLAG_IN_VIEW if in_view else 0
