@@ -33,7 +33,7 @@ guard and the receive-cipher cache stay within their bounds.
 It also goes to two real ``Node`` s, node 1 of {1, 2, 3} (flag bit 0: in view 1, else
 joining), with the same keys, session and clock: one takes the bytes as the daemon hands
 them over, the other as the simulator does (``Node.unseal`` once, then ``decoded=``;
-the bytes alone when that fails, as ``SimulatedCluster._decoded`` does). Neither may
+the bytes alone when that fails, as ``Cluster._decoded`` does). Neither may
 raise, and after every record they must be in the same state as far as anyone can see:
 the same counters, the same datagrams sent (byte for byte: same session, same keys),
 the same events, the same next timer, the same state to persist. The simulator's sweeps
@@ -49,7 +49,7 @@ import struct
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.node import Node
 from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.wire.auth import Authenticator, derive
+from amcast.protocols.wire.auth import _MAX_CIPHERS, Authenticator, derive
 from amcast.protocols.wire.codec import decode_body
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, WIRE_VERSION, WireLimits
@@ -153,7 +153,7 @@ class Gate:
         for auth in (self.fast, self.slow):
             if len(auth.guard.sessions) > self.max_sessions:
                 raise AssertionError(f"{len(auth.guard.sessions)} replay sessions kept")
-            if len(auth._recv_ciphers) > 1024:
+            if len(auth._recv_ciphers) > _MAX_CIPHERS:
                 raise AssertionError(f"{len(auth._recv_ciphers)} receive ciphers cached")
         if fast_body is None:
             return
@@ -196,7 +196,7 @@ def new_node(in_view: bool) -> Node:
 
 
 def _simulated(node: Node, raw: bytes, now: float) -> None:
-    """``raw`` handed over as ``SimulatedCluster`` does: decoded once, or left to the node."""
+    """``raw`` handed over as ``Cluster._decoded`` does: decoded once, or left to the node."""
     try:
         decoded = node.unseal(raw)
     except DecodeError:
@@ -226,7 +226,7 @@ def _same(daemon: Node, simulated: Node, what: str) -> None:
 
 def _run_timers(nodes: tuple[Node, Node], now: float) -> None:
     for node in nodes:
-        for _ in range(64):  # a timer never rearms at the same instant forever
+        for _ in range(64):  # bounded, in case a timer kept falling due at once
             due = node.next_timer()
             if due is None or due > now:
                 break
