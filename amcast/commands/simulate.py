@@ -122,7 +122,17 @@ def run_membership(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _refuse_ignored_flags(args: argparse.Namespace) -> None:
+    """A flag the chosen preset would ignore is an error, not a silent no-op."""
+    if args.read_batching_ms != 0.0 and args.preset not in ("faults", "membership"):
+        raise ConfigurationError(
+            f"--read-batching-ms applies to --preset faults and membership, not {args.preset}")
+    if args.jobs != 1 and args.preset != "membership":
+        raise ConfigurationError(f"--jobs applies to --preset membership, not {args.preset}")
+
+
 def run(args: argparse.Namespace) -> int:
+    _refuse_ignored_flags(args)
     if args.preset == "faults":
         return run_faults(args)
     if args.preset == "membership":

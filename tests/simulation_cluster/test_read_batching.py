@@ -94,3 +94,16 @@ def test_the_cli_refuses_a_read_batching_out_of_range(capsys: pytest.CaptureFixt
                    "--read-batching-ms", "-1"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "--read-batching-ms" in err[0]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--preset", "section7", "--read-batching-ms", "1"],
+    ["--preset", "custom", "--read-batching-ms", "2"],
+    ["--preset", "faults", "--seeds", "1", "--jobs", "2"],
+])
+def test_the_cli_refuses_a_flag_its_preset_would_ignore(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["simulate", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    flag = argv[-2]
+    assert status == 2 and len(err) == 1 and flag in err[0] and argv[1] in err[0]
