@@ -84,6 +84,8 @@ class Counters:
     messages_reported_undelivered: int = 0
     flow_holds: int = 0
     """Times a local client fell behind and this daemon held its releases (flow control)."""
+    state_write_failures: int = 0
+    """Writes of the membership state file that failed (the daemon sent nothing meanwhile)."""
     drops: Counter[str] = dataclasses.field(default_factory=Counter)
     client_errors: Counter[str] = dataclasses.field(default_factory=Counter)
     clients_disconnected: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -332,6 +334,9 @@ class AmcastCollector(Collector):
         yield counter("amcast_flow_holds_total", "times a local client fell behind and this "
                       "daemon held its releases until it caught up (end-to-end flow control)",
                       c["flow_holds"])
+        yield counter("amcast_state_write_failures_total", "writes of the membership state "
+                      "file (node.state_dir) that failed; this daemon sends nothing until one "
+                      "succeeds", c["state_write_failures"])
         for name, doc, labels, values in (
             ("amcast_drops", "datagrams dropped and events not handled, by reason", "reason",
              s.drops),

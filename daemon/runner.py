@@ -113,6 +113,9 @@ early: a heartbeat and a membership tick due within one slot cost one wake-up, n
 Shorter ones (the ack delay, first nacks, repairs) keep the loop's own rounding, for
 latency."""
 TIMER_SLACK_S = 0.005
+STATE_RETRY_S = 0.2
+"""While the membership state file cannot be written (a full, read-only or failing disk)
+the daemon sends nothing, and tries the write again this often."""
 Item = tuple[bytes, ServiceLevel, int, int, Entry | None, int]
 """A queued envelope: (envelope, service, messages, payload bytes, ledger entry, client);
 a control envelope (group membership) has no messages, no entry and client -1."""
@@ -157,6 +160,14 @@ class Daemon:
         """The last view change: view, primary, when, and its cause (joined, left,
         excluded members; or why the primary view was lost)."""
         self.state = StateFile(config.node.state_dir, self.node_id)
+        self._unwritten_state: bytes | None = None
+        """The newest ``Node.state_to_persist`` record while it is not on disk: until it
+        is, nothing this daemon would send goes out (``_persist_state``)."""
+        self.state_error: str | None = None
+        """Why the state file cannot be written (health, status); ``None`` when it can."""
+        self._state_failing_since = 0.0
+        self._state_retry_at = 0.0
+        self._state_retry: asyncio.TimerHandle | None = None
         self.own_outstanding = 0  # own application messages in the engine, not delivered here
         self.queue = SubmitQueue(self.limits.submit_queue_bytes)
         self.ledger = Ledger()
@@ -624,8 +635,13 @@ class Daemon:
                 try:
                     out = node.datagrams_to_send()
                     record = node.state_to_persist()
-                    if record is not None:  # durable before anything of this step is sent
-                        self.state.write(record)
+                    if record is not None:  # supersedes an older record still unwritten
+                        self._unwritten_state = record
+                    # durable before anything of this step (or a later one) is sent
+                    if self._unwritten_state is not None and not self._persist_state():
+                        if out:  # as if the network had lost them: the protocols resend
+                            self.counters.drops["state_unwritable"] += len(out)
+                        out = []
                     if out:
                         if self.trace is None:
                             transport.send(out)
@@ -676,6 +692,45 @@ class Daemon:
             if self._left is not None and node.left:
                 self._left.set()
             self._arm_timer(known_at)
+
+    def _persist_state(self) -> bool:
+        """Write the unwritten state record; ``False`` while it cannot be (then this step
+        sends nothing). A failing write is tried again every ``STATE_RETRY_S``, by a pump
+        of its own if no input comes."""
+        record = self._unwritten_state
+        assert record is not None and self._loop is not None
+        now = self.now()
+        if now < self._state_retry_at:
+            return False
+        try:
+            self.state.write(record)
+        except OSError as exc:
+            if self.state_error is None:
+                self._state_failing_since = now
+                log.error("cannot write the membership state file: this daemon sends "
+                          "nothing until it can (the other members exclude it after "
+                          "their suspicion timeout)", node=self.node_id,
+                          path=str(self.state.path), error=exc.strerror or str(exc),
+                          retry_every_s=STATE_RETRY_S)
+            self.state_error = f"{self.state.path}: {exc.strerror or exc}"
+            self.counters.state_write_failures += 1
+            self._state_retry_at = now + STATE_RETRY_S
+            if self._state_retry is None:
+                self._state_retry = self._loop.call_later(STATE_RETRY_S, self._retry_state)
+            return False
+        self._unwritten_state = None
+        if self.state_error is not None:
+            log.warning("the membership state file is written again: sending resumes",
+                        node=self.node_id, path=str(self.state.path),
+                        after_s=round(now - self._state_failing_since, 3),
+                        failed_writes=self.counters.state_write_failures)
+            self.state_error = None
+        return True
+
+    def _retry_state(self) -> None:
+        self._state_retry = None
+        if self._unwritten_state is not None:
+            self._request_pump()
 
     def _arm_timer(self, known_at: tuple[float | None] | None = None) -> None:
         assert self.node is not None and self._loop is not None
@@ -908,6 +963,9 @@ class Daemon:
             why = self.last_change.get("reason") if not self.last_change.get("primary") else None
             problems.append("not in a primary view" + (f" ({why})" if why else "")
                             + ": nothing ordered is delivered")
+        if self.state_error is not None:
+            problems.append(f"cannot write the membership state file {self.state_error}: "
+                            "sending nothing until it can")
         if self.stopping:
             problems.append("shutting down")
         return {"ok": not problems, "problems": problems}

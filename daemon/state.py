@@ -8,10 +8,14 @@ across crashes, ``amcast.protocols.membership.durable``). ``StateFile.write`` wr
 temporary file in the same directory, fsyncs it, renames it over the old one and fsyncs
 the directory: a crash leaves the old record or the new one, never a torn file. Mode
 0600. Changes happen only at view changes, so the cost is a few fsyncs per view change.
+A write that fails (``OSError``: no space, a read-only or failing disk) leaves the old
+record and removes its partial copy; the daemon then sends nothing until the record is
+on disk (``amcast.daemon.runner``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -47,13 +51,22 @@ class StateFile:
             raise ConfigurationError(f"node.state_dir {self.directory} is not writable")
 
     def write(self, data: bytes) -> None:
+        """Replace the record durably, or raise ``OSError`` and leave the old one (a full
+        or read-only disk: the daemon then sends nothing until a write succeeds)."""
         tmp = self.path.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(data)
+                while view:  # a short write (a disk filling up) must not pass as whole
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # the partial copy only takes space the retry needs
+            raise
         os.replace(tmp, self.path)
         dfd = os.open(self.directory, os.O_RDONLY)
         try:

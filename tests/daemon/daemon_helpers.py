@@ -104,6 +104,8 @@ class FakeNode:
         self.stats = NodeStats()
         self.phi = phi
         self.incarnation = 1  # the daemon's delivery log records it (Node.incarnation)
+        self.outbox: list[bytes] = []  # what the next datagrams_to_send() hands out
+        self.records: deque[bytes] = deque()  # state_to_persist() hands out one per call
         self._seq = 0
         self._position = 0
 
@@ -146,7 +148,7 @@ class FakeNode:
     left = False
 
     def state_to_persist(self) -> bytes | None:
-        return None
+        return self.records.popleft() if self.records else None
 
     def peers(self) -> dict[int, dict[str, float | int | bool | None]]:
         return {}  # a one-node cluster: no other daemon
@@ -189,7 +191,8 @@ class FakeNode:
 
     def datagrams_to_send(self) -> list[bytes]:
         self._maybe_raise("datagrams_to_send")
-        return []
+        out, self.outbox = self.outbox, []
+        return out
 
     def events(self) -> list[Event]:
         self._maybe_raise("events")
