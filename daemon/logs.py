@@ -28,6 +28,7 @@ Theory of operation:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -70,7 +71,14 @@ def open_private(path: Path) -> TextIO:
 
 
 class RotatingJsonl:
-    """Size-rotated JSON-lines file (see the module docstring)."""
+    """Size-rotated JSON-lines file (see the module docstring).
+
+    Opened at start-up (an error there is the daemon's start-up error). Afterwards a
+    write, flush or rotation the disk refuses (``OSError``: full, read-only, failing) never
+    raises: it is counted (``failures``), ``error`` says why until a later flush goes
+    through, and a file that could not be reopened after a rotation is reopened by the next
+    write. What the refused writes held is lost from the file (a line may be cut short);
+    the daemon reports it (health, ``amcast_log_write_failures_total``)."""
 
     def __init__(self, path: Path, rotate_bytes: int, keep: int) -> None:
         self.path = path
@@ -79,17 +87,33 @@ class RotatingJsonl:
         if not path.parent.exists():
             path.parent.mkdir(parents=True)
             path.parent.chmod(0o700)  # whatever the process umask
-        self._fh = open_private(path)
+        self._fh: TextIO | None = open_private(path)
         self._size = self._fh.tell()
+        self.failures = 0
+        """Writes, flushes and rotations the disk refused, since start."""
+        self.error: str | None = None
+        """The last refusal (``path: reason``) until a flush goes through again."""
 
     def write(self, line: str) -> None:
-        self._fh.write(line)
-        self._size += len(line)
-        if self._size >= self._rotate_bytes:
-            self._rotate()
+        try:
+            if self._fh is None:
+                self._fh = open_private(self.path)
+                self._size = self._fh.tell()
+            self._fh.write(line)
+            self._size += len(line)
+            if self._size >= self._rotate_bytes:
+                self._rotate()
+        except OSError as exc:
+            self._refused(exc)
+
+    def _refused(self, exc: OSError) -> None:
+        self.failures += 1
+        self.error = f"{self.path}: {exc.strerror or exc}"
 
     def _rotate(self) -> None:
-        self._fh.close()
+        fh, self._fh = self._fh, None  # closed even when its last flush fails
+        assert fh is not None
+        fh.close()
         for i in range(self._keep - 1, 0, -1):
             src = self.path.with_name(f"{self.path.name}.{i}")
             if src.exists():
@@ -99,10 +123,20 @@ class RotatingJsonl:
         self._size = 0
 
     def flush(self) -> None:
-        self._fh.flush()
+        if self._fh is None:
+            return
+        try:
+            self._fh.flush()
+        except OSError as exc:
+            self._refused(exc)
+        else:
+            self.error = None
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            with contextlib.suppress(OSError):  # counted by the flush before, if any
+                self._fh.close()
+            self._fh = None
 
 
 class DeliveryLog:
@@ -194,10 +228,24 @@ class DeliveryLog:
         }) + "\n")
         self.flush()
 
+    def _files(self) -> list[RotatingJsonl]:
+        return list({id(x): x for x in (self._deliveries, self._views, self._metrics)
+                     if x}.values())
+
+    @property
+    def failures(self) -> int:
+        """Writes the disk refused, over every file of the log (``RotatingJsonl``)."""
+        return sum(f.failures for f in self._files())
+
+    @property
+    def errors(self) -> list[str]:
+        """Why files of the log cannot be written now (empty: they can)."""
+        return [f.error for f in self._files() if f.error is not None]
+
     def flush(self) -> None:
-        for f in {id(x): x for x in (self._deliveries, self._views, self._metrics) if x}.values():
+        for f in self._files():
             f.flush()
 
     def close(self) -> None:
-        for f in {id(x): x for x in (self._deliveries, self._views, self._metrics) if x}.values():
+        for f in self._files():
             f.close()

@@ -168,6 +168,8 @@ class Daemon:
         self._state_failing_since = 0.0
         self._state_retry_at = 0.0
         self._state_retry: asyncio.TimerHandle | None = None
+        self._log_errors: list[str] = []
+        """Why log files cannot be written, as of the last tick (empty: they can)."""
         self.own_outstanding = 0  # own application messages in the engine, not delivered here
         self.queue = SubmitQueue(self.limits.submit_queue_bytes)
         self.ledger = Ledger()
@@ -464,8 +466,12 @@ class Daemon:
         loop = self._loop
 
         def tick() -> None:
-            fn()
-            self._periodic[index] = loop.call_later(interval, tick)
+            try:
+                fn()
+            except Exception:  # counted; the next tick is armed whatever happened
+                self._failed("periodic_error", getattr(fn, "__name__", "periodic"))
+            finally:
+                self._periodic[index] = loop.call_later(interval, tick)
 
         index = len(self._periodic)
         self._periodic.append(loop.call_later(interval, tick))
@@ -1024,6 +1030,9 @@ class Daemon:
             **({"links": t.link_status()} if isinstance(t, RedundantTransport) else {}),
             "keys": (self.node.key_status() if hasattr(self.node, "key_status")
                      else {"sealed": self.node_config.keys() is not None}),
+            "logs": {"dir": self.config.logs.dir,
+                     "write_failures": sum(f.failures for f in self._log_files()),
+                     "errors": [e for f in self._log_files() for e in f.errors]},
         }
 
     def datagrams_by_kind(self) -> dict[str, dict[str, int]]:
@@ -1059,6 +1068,7 @@ class Daemon:
         ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
         snapshot."""
         self.groups.expire(self.now(), self.config.health.stall_after_s)
+        self._check_logs()
         now = time.monotonic()
         self.api.check_readers(now)
         self.api.check_frames(now)
@@ -1068,6 +1078,24 @@ class Daemon:
             # follow its steps, which the monotonic engine clock does not see
             node.wall_offset = time.time() - self.now()
         self._take_metrics_snapshot()
+
+    def _log_files(self) -> list[Any]:
+        return [x for x in (self.dlog, self.trace) if x is not None]
+
+    def _check_logs(self) -> None:
+        """Count the log writes the disk refused, and say so once when the logs become
+        unwritable and once when they are written again (``RotatingJsonl``)."""
+        files = self._log_files()
+        self.counters.log_write_failures = sum(f.failures for f in files)
+        errors = [e for f in files for e in f.errors]
+        if errors and not self._log_errors:
+            log.error("cannot write the logs: records are lost until it can (deliveries and "
+                      "ordering go on)", node=self.node_id, errors=errors,
+                      failures=self.counters.log_write_failures)
+        elif self._log_errors and not errors:
+            log.warning("the logs are written again", node=self.node_id,
+                        failures=self.counters.log_write_failures)
+        self._log_errors = errors
 
     def _take_metrics_snapshot(self) -> MetricsSnapshot:
         """Copy what a scrape reports (on the event loop only)."""
@@ -1120,6 +1148,8 @@ class Daemon:
             return latest
 
     def _snapshot(self) -> None:
+        if self.trace is not None:
+            self.trace.flush()
         if self.dlog is None:
             return
         s = self.status()

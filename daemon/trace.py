@@ -70,6 +70,18 @@ class DatagramTrace:
             return None
         return dg
 
+    @property
+    def failures(self) -> int:
+        """Trace writes the disk refused (``RotatingJsonl``)."""
+        return self._file.failures
+
+    @property
+    def errors(self) -> list[str]:
+        return [] if self._file.error is None else [self._file.error]
+
+    def flush(self) -> None:
+        self._file.flush()
+
     def close(self) -> None:
         self._file.close()
 

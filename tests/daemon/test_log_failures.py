@@ -1,0 +1,160 @@
+"""Log files the disk refuses (full, read-only, failing) and periodic work that raises.
+
+A refused log write never reaches the delivery path: clients keep getting every message,
+the refusal is counted (``amcast_log_write_failures_total``, ``status`` ``logs``), said
+once in the daemon's log, and the files are written again once the disk takes them. A
+periodic task (health tick, metrics snapshot) that raises is counted and runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from amcast.daemon import logs
+from amcast.daemon.logs import RotatingJsonl
+from daemon_helpers import FakeNode, envelope
+from test_metrics import scrape
+from test_pump import deliveries, joined
+
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class Disk:
+    """While ``full``, every file ``open_private`` opens refuses writes and flushes with
+    ``ENOSPC`` (and ``open_private`` itself refuses while ``no_inodes``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        self.no_inodes = False
+        real_open = logs.open_private
+        disk = self
+
+        class Refusing:
+            def __init__(self, fh: Any) -> None:
+                self._fh = fh
+
+            def write(self, data: str) -> int:
+                if disk.full:
+                    raise ENOSPC
+                return self._fh.write(data)
+
+            def flush(self) -> None:
+                if disk.full:
+                    raise ENOSPC
+                self._fh.flush()
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._fh, name)
+
+        def open_private(path: Path) -> Any:
+            if disk.no_inodes:
+                raise ENOSPC
+            return Refusing(real_open(path))
+
+        monkeypatch.setattr(logs, "open_private", open_private)
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_refused_writes_are_counted_never_raised_and_writing_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    disk = Disk(monkeypatch)
+    f = RotatingJsonl(tmp_path / "d.jsonl", rotate_bytes=1 << 20, keep=2)
+    f.write('{"i":0}\n')
+    f.flush()
+    assert f.failures == 0 and f.error is None
+    disk.full = True
+    f.write('{"i":1}\n')
+    f.flush()
+    assert f.failures == 2 and f.error is not None and "No space left" in f.error
+    assert str(tmp_path / "d.jsonl") in f.error
+    disk.full = False
+    f.write('{"i":2}\n')
+    f.flush()
+    assert f.error is None and f.failures == 2
+    assert {0, 2} <= {r["i"] for r in lines(tmp_path / "d.jsonl")}
+    f.close()
+
+
+def test_a_rotation_that_cannot_reopen_is_retried_by_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    disk = Disk(monkeypatch)
+    f = RotatingJsonl(tmp_path / "d.jsonl", rotate_bytes=64, keep=2)
+    disk.no_inodes = True
+    for i in range(10):  # rotates past 64 bytes, cannot reopen, keeps trying
+        f.write(json.dumps({"i": i, "pad": "x" * 20}) + "\n")
+    assert f.failures >= 1 and f.error is not None
+    disk.no_inodes = False
+    f.write('{"i":99}\n')
+    f.flush()
+    f.close()
+    assert f.error is None
+    assert lines(tmp_path / "d.jsonl")[-1]["i"] == 99
+    assert (tmp_path / "d.jsonl.1").exists()
+
+
+async def test_deliveries_go_on_while_the_delivery_log_is_refused(
+    make_cluster: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    disk = Disk(monkeypatch)
+    fake = FakeNode()
+    c = await make_cluster(1, node_factory=lambda *a, **k: fake, shutdown={"grace_s": 0.2})
+    d = c.daemons[0]
+    raw = await joined(c)
+    fake.timer_at = d.now() + 1000
+    disk.full = True
+    for k in range(3):
+        fake.deliver([envelope(7, ["g"], [f"m{k}".encode()])], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 3) == [b"m0", b"m1", b"m2"]
+    assert d.counters.messages_delivered == 3 and not d.counters.drops
+    d._snapshot()  # the periodic flush: refused
+    d._tick()
+    failures = d.counters.log_write_failures
+    assert failures >= 1
+    status = d.status()
+    assert status["logs"]["write_failures"] == failures and status["logs"]["errors"]
+    assert status["health"]["ok"]  # ordering and deliveries are fine
+    assert f"amcast_log_write_failures_total {float(failures)}" in scrape(
+        d._take_metrics_snapshot())
+    disk.full = False
+    fake.deliver([envelope(7, ["g"], [b"after"])], sender=1)
+    d._request_pump()
+    assert await deliveries(raw, 1) == [b"after"]
+    d._snapshot()
+    d._tick()
+    assert d.status()["logs"]["errors"] == []
+    records = lines(Path(d.config.logs.dir) / "delivery.jsonl")
+    assert records[-1]["type"] == "delivery" and records[-1]["count"] == 1
+
+
+async def test_a_periodic_task_that_raises_is_counted_and_runs_again(
+    make_cluster: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeNode()
+    c = await make_cluster(1, node_factory=lambda *a, **k: fake, shutdown={"grace_s": 0.2})
+    d = c.daemons[0]
+    calls: list[float] = []
+    again = asyncio.Event()
+    check_readers = d.api.check_readers
+
+    def failing_once(now: float) -> None:
+        calls.append(now)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        again.set()
+        check_readers(now)
+
+    monkeypatch.setattr(d.api, "check_readers", failing_once)
+    await asyncio.wait_for(again.wait(), 10)
+    assert d.counters.drops["periodic_error"] == 1
