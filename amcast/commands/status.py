@@ -113,6 +113,10 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         lines.append(keys_line(st["keys"]))
     if "transport" in st:
         lines.append(transport_line(st))
+    logs = st.get("logs") or {}
+    if logs.get("errors"):
+        lines.append(f"logs: CANNOT WRITE ({logs.get('write_failures')} refused writes; records "
+                     f"are lost, deliveries go on): {'; '.join(logs['errors'])}")
     rows = [[p["node"], p.get("incarnation"), "yes" if p.get("in_view") else "no",
              "yes" if p.get("alive") else "SUSPECTED",
              "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]

@@ -1,5 +1,5 @@
 """``amcast status`` text: the key line an operator reads during a key rollover, and the
-transport line."""
+transport line, and the logs line when the disk refuses them."""
 
 from __future__ import annotations
 
@@ -34,3 +34,13 @@ def test_the_transport_line_names_the_transport_and_each_redundant_link() -> Non
     status = {"view": {"id": 3, "members": [0, 1], "primary": True}, "peers": [],
               "transport": "unicast"}
     assert "transport: unicast" in membership_report(status)[0]
+
+
+def test_a_log_the_disk_refuses_is_a_line_of_its_own() -> None:
+    status = {"view": {"id": 3, "members": [0, 1], "primary": True}, "peers": [],
+              "logs": {"dir": "/var/log/amcast", "write_failures": 0, "errors": []}}
+    assert not [line for line in membership_report(status)[0] if line.startswith("logs")]
+    status["logs"] = {"dir": "/var/log/amcast", "write_failures": 4,
+                      "errors": ["/var/log/amcast/delivery.jsonl: No space left on device"]}
+    (line,) = [line for line in membership_report(status)[0] if line.startswith("logs")]
+    assert "CANNOT WRITE (4 refused writes" in line and "No space left on device" in line
