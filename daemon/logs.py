@@ -41,6 +41,33 @@ import structlog
 SCHEMA = 1
 
 
+class StderrLogger(structlog.PrintLogger):
+    """structlog's ``PrintLogger`` that never raises: a line its file refuses (a full
+    disk under a redirected stderr, a closed pipe) is dropped and counted in ``refused``.
+    A log call sits in exception handlers and event handlers of the pump: raising there
+    would abandon the rest of a batch of deliveries."""
+
+    refused = 0
+    """Lines dropped since start (all loggers of the process)."""
+
+    def msg(self, message: str) -> None:
+        try:
+            super().msg(message)
+        except (OSError, ValueError):  # ValueError: the file was closed
+            StderrLogger.refused += 1
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+class StderrLoggerFactory:
+    def __init__(self, file: TextIO) -> None:
+        self._file = file
+
+    def __call__(self, *args: Any) -> StderrLogger:
+        return StderrLogger(self._file)
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
     renderer: Any = (
@@ -57,7 +84,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
         ),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=StderrLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
 

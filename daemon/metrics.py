@@ -85,7 +85,8 @@ class Counters:
     flow_holds: int = 0
     """Times a local client fell behind and this daemon held its releases (flow control)."""
     log_write_failures: int = 0
-    """Log writes (delivery, metrics, trace files) the disk refused, as of the last tick."""
+    """Log writes (delivery, metrics, trace files) the disk refused, and log lines stderr
+    refused, as of the last tick."""
     state_write_failures: int = 0
     """Writes of the membership state file that failed (the daemon sent nothing meanwhile)."""
     drops: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -337,8 +338,9 @@ class AmcastCollector(Collector):
                       "daemon held its releases until it caught up (end-to-end flow control)",
                       c["flow_holds"])
         yield counter("amcast_log_write_failures_total", "writes of the log files (logs.dir: "
-                      "delivery, view, metrics, trace) the disk refused; their records are "
-                      "lost, deliveries go on", c["log_write_failures"])
+                      "delivery, view, metrics, trace) the disk refused, and log lines stderr "
+                      "refused; those records are lost, deliveries go on",
+                      c["log_write_failures"])
         yield counter("amcast_state_write_failures_total", "writes of the membership state "
                       "file (node.state_dir) that failed; this daemon sends nothing until one "
                       "succeeds", c["state_write_failures"])

@@ -60,7 +60,7 @@ from amcast.daemon.api import ApiServer, ClientConnection, ensure_fd_limit
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.groups import Groups
 from amcast.daemon.keyfile import load_keyring
-from amcast.daemon.logs import DeliveryLog
+from amcast.daemon.logs import DeliveryLog, StderrLogger
 from amcast.daemon.metrics import (
     Counters,
     Metrics,
@@ -1031,7 +1031,7 @@ class Daemon:
             "keys": (self.node.key_status() if hasattr(self.node, "key_status")
                      else {"sealed": self.node_config.keys() is not None}),
             "logs": {"dir": self.config.logs.dir,
-                     "write_failures": sum(f.failures for f in self._log_files()),
+                     "write_failures": self._log_write_failures(),
                      "errors": [e for f in self._log_files() for e in f.errors]},
         }
 
@@ -1082,11 +1082,15 @@ class Daemon:
     def _log_files(self) -> list[Any]:
         return [x for x in (self.dlog, self.trace) if x is not None]
 
+    def _log_write_failures(self) -> int:
+        """Refused writes of the log files, and log lines stderr refused."""
+        return sum(f.failures for f in self._log_files()) + StderrLogger.refused
+
     def _check_logs(self) -> None:
         """Count the log writes the disk refused, and say so once when the logs become
         unwritable and once when they are written again (``RotatingJsonl``)."""
         files = self._log_files()
-        self.counters.log_write_failures = sum(f.failures for f in files)
+        self.counters.log_write_failures = self._log_write_failures()
         errors = [e for f in files for e in f.errors]
         if errors and not self._log_errors:
             log.error("cannot write the logs: records are lost until it can (deliveries and "
