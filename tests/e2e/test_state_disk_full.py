@@ -47,7 +47,11 @@ def mount_namespaces_or_skip(directory: Path) -> None:
 @pytest.fixture
 async def run() -> AsyncIterator[FaultRun]:
     directory = Path(tempfile.mkdtemp(prefix="amdf-", dir="/tmp"))
-    mount_namespaces_or_skip(directory)
+    try:
+        mount_namespaces_or_skip(directory)
+    except BaseException:  # pytest.skip too: leave nothing behind
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     state_dir = directory / "node3" / "state"
     cluster = LocalCluster(4, directory, metrics=False, log_level="info",
                            wrappers=[[], [], [], ["unshare", "-m", "sh", "-c", MOUNT_STATE_DIR,
