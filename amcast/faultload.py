@@ -43,7 +43,7 @@ import math
 import struct
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -472,6 +472,21 @@ class FaultRun:
     async def close(self) -> None:
         for r in self.recorders:
             await r.close()
+
+
+@contextlib.asynccontextmanager
+async def loaded(cluster: LocalCluster, *, rate: float = 200.0) -> AsyncIterator[FaultRun]:
+    """Start ``cluster``, connect a recording client to every node and start their load;
+    on the way out close the clients and stop the cluster (the real-process fault tests)."""
+    await asyncio.to_thread(cluster.start, 60)
+    run = FaultRun(cluster, rate=rate)
+    try:
+        await run.connect_all()
+        run.start_load()
+        yield run
+    finally:
+        await run.close()
+        await asyncio.to_thread(cluster.stop, 20)
 
 
 # ---------------------------------------------------------------------------- verdict

@@ -7,7 +7,8 @@ checks agreement, total order, causal order, integrity and validity after every 
 long version of the CI sweep (exit status 1 if any seed violates a property).
 ``--preset membership`` does the same under crashes, restarts, pauses, joins, leaves and
 partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel;
-``--read-batching-ms`` makes the Nodes read arrivals in batches, as a daemon does). ``--plot``
+``--read-batching-ms`` makes the Nodes read arrivals in batches, as a daemon does;
+``--disk-faults`` adds a full disk at one node per seed). ``--plot``
 draws the latency distributions; ``--json`` prints one JSON object with the same figures.
 """
 
@@ -59,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--rule", default=DEFAULT_RULE.value, choices=[r.value for r in OrderingRule
                                                            if r.value != "toto"],
                         help="ordering rule of the Nodes")
+    faults.add_argument("--disk-faults", action="store_true",
+                        help="a full disk at one node per seed, often with a restart during "
+                             "it (membership)")
     faults.add_argument("--read-batching-ms", type=float, default=0.0,
                         help="nodes read arrivals in batches as the daemon does, waking "
                              "within this many ms (faults and membership; 0: one by one)")
@@ -116,7 +120,7 @@ def run_membership(args: argparse.Namespace) -> int:
     report = sweep.run_membership_sweep(
         seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
-        read_batching=_read_batching(args))
+        read_batching=_read_batching(args), disk_faults=args.disk_faults)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1
@@ -127,6 +131,8 @@ def _refuse_ignored_flags(args: argparse.Namespace) -> None:
     if args.read_batching_ms != 0.0 and args.preset not in ("faults", "membership"):
         raise ConfigurationError(
             f"--read-batching-ms applies to --preset faults and membership, not {args.preset}")
+    if args.disk_faults and args.preset != "membership":
+        raise ConfigurationError(f"--disk-faults applies to --preset membership, not {args.preset}")
     if args.jobs != 1 and args.preset != "membership":
         raise ConfigurationError(f"--jobs applies to --preset membership, not {args.preset}")
 

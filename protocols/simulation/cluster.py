@@ -10,8 +10,10 @@ After every input the node's durable state goes to its simulated disk, its datag
 Faults, on top of the network's loss, duplication, reordering and delay
 (``faults.Fault``): crash (the process is gone; its disk stays), restart (a new
 incarnation from the disk), pause/resume (like SIGSTOP: arrivals queue in a bounded
-socket buffer, timers do not fire), late start (join), graceful leave, and partitions
-(cut links, symmetric or one way).
+socket buffer, timers do not fire), late start (join), graceful leave, partitions
+(cut links, symmetric or one way), and a full disk (the node's state record is refused:
+it sends nothing until the newest record it was handed is written, as the daemon does;
+``_persist``).
 
 How a node reads the network: by default each arrival is received on its own and the
 node's output pulled right after it. ``read_batching`` > 0 reads the way the daemon does
@@ -162,6 +164,12 @@ class Cluster:
         self.now = 0.0
         self.bootstrap = bootstrap
         self.disk: dict[int, bytes] = {}
+        self.disk_full: dict[int, int] = {}
+        """Nodes whose disk refuses writes now (``disk_full`` faults in force, by node)."""
+        self.unwritten: dict[int, bytes] = {}
+        """The newest state record a running node was handed and its disk refused."""
+        self.held_back = 0
+        """Datagrams not sent because their node's state record was not on disk."""
         self.life: dict[int, int] = dict.fromkeys(self.members + sorted(impostors or {}), -1)
         self.nodes: dict[int, Node] = {}
         self.all_nodes: list[Node] = []
@@ -269,6 +277,7 @@ class Cluster:
         self.ended[self.proc(i)] = self.now
         self.own_ledger.forget(self.proc(i))
         del self.nodes[i]
+        self.unwritten.pop(i, None)  # a record in memory only dies with its process
         self._timers.pop(i, None)
         self.paused.pop(i, None)
         self._pause_queue.pop(i, None)
@@ -320,11 +329,32 @@ class Cluster:
             cut = fault.links(self.members)
             self.blocked_links |= cut
             self._at(self.now + fault.duration, lambda cut=cut: self._heal(cut))
+        elif kind == "disk_full":
+            for i in nodes:
+                self.disk_full[i] = self.disk_full.get(i, 0) + 1
+                self._at(self.now + fault.duration, lambda i=i: self._disk_freed(i))
         else:  # pragma: no cover - Fault validates its kind
             raise ValueError(kind)
 
     def _heal(self, cut: set[tuple[int, int]]) -> None:
         self.blocked_links -= cut
+
+    def _disk_freed(self, i: int) -> None:
+        left = self.disk_full[i] - 1
+        if left:
+            self.disk_full[i] = left
+            return
+        del self.disk_full[i]
+        if i in self.nodes and i not in self.paused and i in self.unwritten:
+            self._after(i)  # the daemon's own retry of the write, with no input needed
+
+    def _persist(self, i: int) -> bool:
+        """Write ``i``'s unwritten record unless its disk refuses it; ``False``: nothing
+        of this step may be sent (``Daemon._persist_state``)."""
+        if self.disk_full.get(i):
+            return False
+        self.disk[i] = self.unwritten.pop(i)
+        return True
 
     def _resume(self, i: int) -> None:
         if i not in self.paused:
@@ -390,9 +420,16 @@ class Cluster:
         if node is None:
             return
         state = node.state_to_persist()
-        if state is not None:
-            self.disk[i] = state
-        for data in node.datagrams_to_send():
+        if state is not None:  # supersedes an older record still unwritten
+            self.unwritten[i] = state
+        if i in self.unwritten and not self._persist(i):
+            held = node.datagrams_to_send()  # as if lost: the protocols resend
+            self.held_back += len(held)
+            self.drops["state_unwritable"] = self.drops.get("state_unwritable", 0) + len(held)
+            outgoing: list[bytes] = []
+        else:
+            outgoing = node.datagrams_to_send()
+        for data in outgoing:
             arrivals, lost = self.network.multicast(i, data, self.now)
             if lost and self.track_losses:
                 self._note_losses(i, data, lost)

@@ -13,9 +13,15 @@ A ``Fault`` happens at virtual time ``at`` to ``nodes``:
   installed, or after ``duration``;
 - ``partition``: for ``duration``, the links between ``groups`` are cut (every other
   node forms a group of its own unless listed); ``one_way`` cuts only the links from
-  the first group to the others (an asymmetric partition).
+  the first group to the others (an asymmetric partition);
+- ``disk_full``: for ``duration``, the node's disk refuses its membership state record
+  (full, read-only, failing). The process runs, receives and steps, and sends nothing
+  while a record it was handed is not on disk, the daemon's rule
+  (``amcast.daemon.runner``, ``Daemon._persist_state``); the refusal outlives a restart
+  of the process (it is the disk's).
 
-``random_plan`` draws a plan of faults for a seed (the membership sweep).
+``random_plan`` draws a plan of faults for a seed (the membership sweep);
+``disk_fault_plan`` adds a full disk to one, often with a restart during it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-KINDS = ("crash", "restart", "start", "pause", "leave", "partition")
+KINDS = ("crash", "restart", "start", "pause", "leave", "partition", "disk_full")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +130,19 @@ def random_plan(rng: random.Random, n: int, *, start: float = 0.5, faults: int =
             plan.append(Fault(t, "start", (node,)))
             t += 0.2
     return plan
+
+
+def disk_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
+                    suspect_timeout: float = 0.8) -> list[Fault]:
+    """A full disk at one node, somewhere in ``plan``'s span, long enough (0.5 to 4
+    suspect timeouts) for the others to exclude the silent node; half the time the node
+    restarts during it, from the older record its disk kept (the case the rule is for: a
+    ballot that left without its record would be forgotten)."""
+    end = max((f.at + f.duration for f in plan), default=0.5)
+    node = rng.randrange(n)
+    at = rng.uniform(0.3, max(0.5, end))
+    duration = rng.uniform(0.5, 4.0) * suspect_timeout
+    faults = [Fault(at, "disk_full", (node,), duration)]
+    if rng.random() < 0.5:
+        faults.append(Fault(at + rng.uniform(0.2, 0.9) * duration, "restart", (node,)))
+    return faults

@@ -22,7 +22,7 @@ from amcast.daemon import logs
 from amcast.daemon.logs import RotatingJsonl, StderrLogger, StderrLoggerFactory
 from daemon_helpers import FakeNode, envelope
 from test_metrics import scrape
-from test_pump import ExplodingView, deliveries, explode_on, joined
+from test_pump import a_raising_handler_between_two_deliveries, deliveries, joined
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
@@ -60,6 +60,16 @@ class Disk:
             return Refusing(real_open(path))
 
         monkeypatch.setattr(logs, "open_private", open_private)
+
+
+class ClosedPipe:
+    """A stderr whose reader is gone."""
+
+    def write(self, data: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    def flush(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
@@ -165,13 +175,6 @@ async def test_a_periodic_task_that_raises_is_counted_and_runs_again(
 def test_a_log_line_stderr_refuses_is_counted_never_raised(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class ClosedPipe:
-        def write(self, data: str) -> int:
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
-        def flush(self) -> None:
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
     before = StderrLogger.refused
     logger = StderrLoggerFactory(ClosedPipe())()  # type: ignore[arg-type]
     logger.error("a line nobody can read")
@@ -189,30 +192,11 @@ async def test_with_stderr_gone_a_logging_handler_loses_no_delivery_of_its_batch
     """The daemon's own logging configuration, with stderr refusing every line: an event
     whose handler raises is logged by the pump (``_failed``), and the deliveries after it
     in the same batch still reach the client."""
-    class ClosedPipe:
-        def write(self, data: str) -> int:
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
-        def flush(self) -> None:
-            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
-
     monkeypatch.setattr(sys, "stderr", ClosedPipe())
     logs.configure_logging("info", "json")
+    before = StderrLogger.refused
     try:
-        fake = FakeNode()
-        c = await make_cluster(1, node_factory=lambda *a, **k: fake,
-                               shutdown={"grace_s": 0.2})
-        d = c.daemons[0]
-        explode_on(d)
-        raw = await joined(c)
-        fake.timer_at = d.now() + 1000
-        before = StderrLogger.refused
-        fake.deliver([envelope(3, ["g"], [b"before"])], sender=1)
-        fake.pending.append(ExplodingView())  # type: ignore[arg-type]
-        fake.deliver([envelope(3, ["g"], [b"after"])], sender=1)
-        d._request_pump()
-        assert await deliveries(raw, 2) == [b"before", b"after"]
-        assert d.counters.drops["event_handler_error"] == 1
+        await a_raising_handler_between_two_deliveries(make_cluster, FakeNode())
         assert StderrLogger.refused > before
     finally:
         structlog.reset_defaults()

@@ -86,8 +86,10 @@ def explode_on(daemon: Any) -> None:
     daemon._other_event = other_event
 
 
-async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: Any) -> None:
-    fake = FakeNode()
+async def a_raising_handler_between_two_deliveries(make_cluster: Any, fake: FakeNode
+                                                  ) -> tuple[Any, Raw]:
+    """A batch of a delivery, an event whose handler raises and a delivery: both
+    deliveries reach the client, the raise is one counted drop. The daemon and client."""
     c, d = await fake_daemon(make_cluster, fake)
     explode_on(d)
     raw = await joined(c)
@@ -98,6 +100,12 @@ async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: 
     d._request_pump()
     assert await deliveries(raw, 2) == [b"before", b"after"]
     assert d.counters.drops["event_handler_error"] == 1
+    return d, raw
+
+
+async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: Any) -> None:
+    fake = FakeNode()
+    d, raw = await a_raising_handler_between_two_deliveries(make_cluster, fake)
     assert timer_armed(d, fake)
     # the pump keeps working afterwards
     fake.deliver([envelope(3, ["g"], [b"later"])], sender=1)

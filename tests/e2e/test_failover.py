@@ -31,6 +31,7 @@ from amcast.faultload import (
     FaultRun,
     Notice,
     Recorder,
+    loaded,
     verdict,
 )
 from amcast.localcluster import LocalCluster
@@ -45,15 +46,10 @@ async def run(request: pytest.FixtureRequest) -> AsyncIterator[FaultRun]:
     directory = Path(tempfile.mkdtemp(prefix="amfo-", dir="/tmp"))
     cluster = LocalCluster(4, directory, metrics=False, log_level="info",
                            transport=request.param)
-    await asyncio.to_thread(cluster.start, 60)
-    fault_run = FaultRun(cluster, rate=200)
     try:
-        await fault_run.connect_all()
-        fault_run.start_load()
-        yield fault_run
+        async with loaded(cluster) as fault_run:
+            yield fault_run
     finally:
-        await fault_run.close()
-        await asyncio.to_thread(cluster.stop, 20)
         shutil.rmtree(directory, ignore_errors=True)
 
 

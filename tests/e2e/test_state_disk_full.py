@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from amcast.protocols.membership.durable import DurableState
 
-from amcast.faultload import FaultRun
+from amcast.faultload import FaultRun, loaded
 from amcast.localcluster import LocalCluster
 
 WAIT = 30.0
@@ -56,15 +56,10 @@ async def run() -> AsyncIterator[FaultRun]:
     cluster = LocalCluster(4, directory, metrics=False, log_level="info",
                            wrappers=[[], [], [], ["unshare", "-m", "sh", "-c", MOUNT_STATE_DIR,
                                                   str(state_dir)]])
-    await asyncio.to_thread(cluster.start, 60)
-    fault_run = FaultRun(cluster, rate=200)
     try:
-        await fault_run.connect_all()
-        fault_run.start_load()
-        yield fault_run
+        async with loaded(cluster) as fault_run:
+            yield fault_run
     finally:
-        await fault_run.close()
-        await asyncio.to_thread(cluster.stop, 20)
         shutil.rmtree(directory, ignore_errors=True)
 
 
