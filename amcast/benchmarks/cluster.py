@@ -138,6 +138,7 @@ def window(first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]
     retrans = sum(int(b["engine"].get("retransmissions", 0))
                   - int(a["engine"].get("retransmissions", 0)) for a, b in pairs)
     daemon_cpu = sum(cpu)
+    wakes = sum(int(b["wakeups"]) - int(a["wakeups"]) for a, b in pairs)
     return {
         "seconds": max(seconds),
         "ordered": ordered,
@@ -145,6 +146,9 @@ def window(first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]
         "daemon_cpu_s": daemon_cpu,
         "cpu_per_msg_s": _ratio(daemon_cpu, ordered),
         "core_shares": [_ratio(c, s) for c, s in zip(cpu, seconds, strict=True)],
+        "wakeups": wakes,
+        "wakeups_per_msg": _ratio(wakes, ordered),
+        "cpu_per_wakeup_s": _ratio(daemon_cpu, wakes),
         "clients_cpu_s": None if clients_cpu is None else clients_cpu[1] - clients_cpu[0],
         "datagrams_sent": sent,
         "datagrams_received": received,
@@ -196,13 +200,15 @@ def latency_row(n: int, report: Mapping[str, Any], w: Mapping[str, Any]) -> list
             report.get("latency_p50_s", float("nan")) * 1e3,
             report.get("latency_p99_s", float("nan")) * 1e3,
             w["ordered"], w["daemon_cpu_s"], w["cpu_per_msg_s"] * 1e6,
-            100.0 * max(shares), 100.0 * sum(shares) / len(shares), w["clients_cpu_s"],
+            100.0 * max(shares), 100.0 * sum(shares) / len(shares),
+            w["wakeups_per_msg"], w["cpu_per_wakeup_s"] * 1e6, w["clients_cpu_s"],
             w["retransmitted_pct"], w["rcvbuf_errors"]]
 
 
 LATENCY_COLUMNS = ["N", "samples", "p50 ms", "p99 ms", "ordered msgs", "daemon CPU s",
                    "CPU us/msg", "core % (max daemon)", "core % (mean daemon)",
-                   "client CPU s", "retrans % of data", "rcvbuf errors"]
+                   "daemon wake-ups/msg", "CPU us/wake-up", "client CPU s",
+                   "retrans % of data", "rcvbuf errors"]
 
 
 def datagram_row(n: int, load: str, w: Mapping[str, Any], direction: str) -> list[Any]:
@@ -220,6 +226,16 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wakeups(pid: int) -> int:
+    """Times the process's main thread (a daemon's event loop) blocked and was woken up:
+    ``voluntary_ctxt_switches`` of ``/proc/PID/status``."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise ValueError(f"no voluntary_ctxt_switches in /proc/{pid}/status")
 
 
 def read_rcvbuf_errors() -> int:
@@ -240,7 +256,8 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
             st = c.status()
         assert n.pid is not None
         out.append({"now": st["now"], "delivered": st["counters"]["messages_delivered"],
-                    "cpu": cpu_seconds(n.pid), "drops": st["counters"]["drops"],
+                    "cpu": cpu_seconds(n.pid), "wakeups": wakeups(n.pid),
+                    "drops": st["counters"]["drops"],
                     "engine": st["engine"],
                     "datagrams": st.get("datagrams", {"sent": {}, "received": {}})})
     return out
@@ -458,7 +475,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by all daemons and load generators",
-             "rcvbuf errors: UDP RcvbufErrors of the whole host (/proc/net/snmp) in the window"]
+             "rcvbuf errors: UDP RcvbufErrors of the whole host (/proc/net/snmp) in the window",
+             "daemon wake-ups: the daemons' event loops blocking and woken up "
+             "(voluntary_ctxt_switches of /proc/PID/status); CPU us/wake-up: the daemons' CPU "
+             "over them"]
     try:
         for n in sizes:
             t = throughput(n, args, base)

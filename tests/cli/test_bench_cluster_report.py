@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from amcast.benchmarks.cluster import (
     stage_latencies,
     stage_row,
     throughput_row,
+    wakeups,
     window,
 )
 from amcast.benchmarks.trace_stages import STAGES
@@ -44,8 +47,8 @@ UdpLite: 0 0 0 0 99 0 0 0 0
 
 def node(now: float, delivered: int, cpu: float, *, retrans: int = 0,
          sent: dict[str, int] | None = None,
-         received: dict[str, int] | None = None) -> dict[str, Any]:
-    return {"now": now, "delivered": delivered, "cpu": cpu, "drops": {},
+         received: dict[str, int] | None = None, wakeups: int = 0) -> dict[str, Any]:
+    return {"now": now, "delivered": delivered, "cpu": cpu, "wakeups": wakeups, "drops": {},
             "engine": {"retransmissions": retrans},
             "datagrams": {"sent": sent or {}, "received": received or {}}}
 
@@ -54,7 +57,7 @@ def two_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     first = [
         node(100.0, 1000, 5.0, retrans=1,
              sent={"data": 10, "ack_only": 5, "heartbeat": 3},
-             received={"data": 20, "ack_only": 4}),
+             received={"data": 20, "ack_only": 4}, wakeups=100),
         node(100.5, 900, 6.0, retrans=0,
              sent={"data": 12, "ack_only": 6},
              received={"data": 15}),
@@ -62,10 +65,10 @@ def two_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     last = [
         node(102.0, 3000, 5.5, retrans=4,
              sent={"data": 110, "ack_only": 45, "heartbeat": 3, "nack": 2},
-             received={"data": 220, "ack_only": 84, "repair": 3}),
+             received={"data": 220, "ack_only": 84, "repair": 3}, wakeups=2100),
         node(102.5, 2900, 7.0, retrans=2,
              sent={"data": 112, "ack_only": 66, "repair": 5},
-             received={"data": 215, "membership": 1}),
+             received={"data": 215, "membership": 1}, wakeups=1000),
     ]
     return first, last
 
@@ -98,6 +101,9 @@ def test_window_per_ordered_message_uses_the_slowest_node() -> None:
     assert w["daemon_cpu_s"] == pytest.approx(1.5)
     assert w["cpu_per_msg_s"] == pytest.approx(1.5 / 2000)
     assert w["core_shares"] == pytest.approx([0.25, 0.5])
+    assert w["wakeups"] == 3000  # 2000 + 1000 event-loop wake-ups
+    assert w["wakeups_per_msg"] == pytest.approx(1.5)
+    assert w["cpu_per_wakeup_s"] == pytest.approx(1.5 / 3000)
     assert w["clients_cpu_s"] == pytest.approx(0.25)
     assert w["sent_per_msg"]["data"] == pytest.approx(0.1)
     assert w["sent_per_msg"]["ack_only"] == pytest.approx(0.05)
@@ -154,6 +160,7 @@ def test_table_rows_match_their_columns() -> None:
     assert len(lrow) == len(LATENCY_COLUMNS)
     assert lrow[:5] == [4, 99, pytest.approx(1.0), pytest.approx(4.0), 2000]
     assert lrow[7:9] == [pytest.approx(50.0), pytest.approx(37.5)]  # core % max, mean
+    assert lrow[9:11] == [pytest.approx(1.5), pytest.approx(500.0)]  # wake-ups, us each
     assert lrow[-2:] == [pytest.approx(2.5), 2]
 
     drow = datagram_row(4, "light", w, "sent")
@@ -238,3 +245,9 @@ def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
     assert 0 < lat["stages"]["own"]["p50_s"] < lat["report"]["latency_p99_s"]
     assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
                                                 for x in lat["receivers"])
+
+
+def test_wakeups_reads_this_process_voluntary_context_switches() -> None:
+    before = wakeups(os.getpid())
+    time.sleep(0.01)  # blocks once: one more voluntary switch at least
+    assert wakeups(os.getpid()) > before >= 0
