@@ -105,7 +105,8 @@ class RotatingJsonl:
     raises: it is counted (``failures``), ``error`` says why until a later flush goes
     through, and a file that could not be reopened after a rotation is reopened by the next
     write. What the refused writes held is lost from the file (a line may be cut short);
-    the daemon reports it (health, ``amcast_log_write_failures_total``)."""
+    the daemon reports it (``status`` ``logs``, ``amcast_log_write_failures_total``), and
+    its health is unaffected: ordering and deliveries go on."""
 
     def __init__(self, path: Path, rotate_bytes: int, keep: int) -> None:
         self.path = path

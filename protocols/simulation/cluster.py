@@ -168,8 +168,6 @@ class Cluster:
         """Nodes whose disk refuses writes now (``disk_full`` faults in force, by node)."""
         self.unwritten: dict[int, bytes] = {}
         """The newest state record a running node was handed and its disk refused."""
-        self.held_back = 0
-        """Datagrams not sent because their node's state record was not on disk."""
         self.life: dict[int, int] = dict.fromkeys(self.members + sorted(impostors or {}), -1)
         self.nodes: dict[int, Node] = {}
         self.all_nodes: list[Node] = []
@@ -424,7 +422,6 @@ class Cluster:
             self.unwritten[i] = state
         if i in self.unwritten and not self._persist(i):
             held = node.datagrams_to_send()  # as if lost: the protocols resend
-            self.held_back += len(held)
             self.drops["state_unwritable"] = self.drops.get("state_unwritable", 0) + len(held)
             outgoing: list[bytes] = []
         else:
