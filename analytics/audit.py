@@ -20,7 +20,9 @@ Nothing but small results reaches the driver.
   each delivered there and the number of divergent positions.
 - ``outside_primary``: ordered deliveries in a view the process never installed,
   before it installed it, or after its time in it ended (it lost the view, or
-  installed another: the order across views), per process, view and reason.
+  installed another: the order across views), per process, view and reason; not for a
+  (process, view) whose records may be missing (``log_lost``: a ``lost`` record names
+  the view, so its view record may be the one lost).
 - ``duplicates``: records grouped by process and vertex; only vertices seen more than
   once are exploded, and each message delivered more than once by a process is reported
   with the count and its positions (empty for ``causal``).
@@ -28,7 +30,9 @@ Nothing but small results reaches the driver.
   set in it. A vertex is *required* when a complete member delivered it, or any member
   delivered it ``safe``; required vertices that every complete member delivered with
   one ``count`` are fine, the others are exploded to messages and every (message,
-  complete member that did not deliver it) is reported with the nodes that did.
+  complete member that did not deliver it) is reported with the nodes that did; a
+  complete member whose records in the view may be missing (``log_lost``) is not held
+  to it.
 """
 
 from __future__ import annotations
@@ -109,7 +113,7 @@ def order_violations(deliveries: DataFrame, status: DataFrame) -> DataFrame:
 
 def outside_primary(deliveries: DataFrame, status: DataFrame) -> DataFrame:
     """Ordered deliveries outside the process's time in a primary view (module doc)."""
-    s = status.select(*PV, "installed", "install_ts", "end_ts", "end_reason")
+    s = status.select(*PV, "installed", "install_ts", "end_ts", "end_reason", "log_lost")
     ts = F.col("ts")
     reason = (
         F.when(~F.coalesce(F.col("installed"), F.lit(False)), F.lit("it never installed the view"))
@@ -119,6 +123,7 @@ def outside_primary(deliveries: DataFrame, status: DataFrame) -> DataFrame:
     return (
         deliveries.where(F.col("position").isNotNull())
         .join(F.broadcast(s), PV, "left")
+        .where(~F.coalesce(F.col("log_lost"), F.lit(False)))
         .select(*PV, "position", "count", "ts", reason.alias("reason"))
         .where(F.col("reason").isNotNull())
         .groupBy(*PV, "reason")
@@ -170,7 +175,8 @@ def missing(
     module doc. ``members``: per view, its complete members' nodes (``members``) and
     their bit mask (``mask``: bit ``node`` set for each, when ``small_ids``, every node id
     below 63: node sets are then bit masks, a cheap aggregate; otherwise sets)."""
-    done = status.where(F.col("complete")).select("view", "node", "incarnation")
+    done = status.where(F.col("complete") & ~F.col("log_lost")).select(
+        "view", "node", "incarnation")
     flags = F.broadcast(status.select(*PV, "installed", "complete"))
     rows = per_proc.join(flags, PV, "left").fillna(False, subset=["installed", "complete"])
     by = F.when(F.col("complete"), F.col("node"))

@@ -31,6 +31,15 @@ the simulator's checkers (``protocols/simulation/checkers.py``):
   not a member of, a view that is not a majority of the listed members (``start``).
 - ``timeline``: per process, segments from its records: before its first view, in a
   primary view, not in a primary view (after a ``primary`` false record).
+- ``losses``: the ``lost`` records, one per span of a process's records its disk refused
+  (``docs/log-schema.md``). Its records in the views a span names may be missing, so for
+  those (process, view) pairs (``log_lost`` in ``status``) the checks that a missing
+  record would fail are not made: it is not held to deliver what the complete members
+  delivered (``audited``, the complete members that are, and ``missing`` in the audit),
+  its positions are not required to count from 0 without holes, its gap notices from
+  that view on are not checked, and its deliveries there are not required to fall in its
+  time in the view (``outside_primary``: the view record may be the one lost). The order
+  of what it did log is still compared with the others'.
 """
 
 from __future__ import annotations
@@ -49,7 +58,8 @@ BIG = 1 << 62  # "every position"
 Proc = tuple[int, int]
 
 STATUS = ["node", "incarnation", "view", "installed", "complete", "install_ts", "end_ts",
-          "end_reason", "trusted_end"]
+          "end_reason", "trusted_end", "log_lost"]
+LOSSES = ["node", "incarnation", "since", "until", "views", "refused"]
 POSITIONS = ["view", "node", "incarnation", "messages", "first_position", "last_position"]
 GAPS = ["view", "node", "incarnation", "problem", "after_view", "after_position",
         "last_view", "last_position", "missed"]
@@ -70,6 +80,9 @@ class History:
     views: pd.DataFrame
     timeline: pd.DataFrame
     complete: dict[int, list[Proc]]
+    losses: pd.DataFrame
+    audited: dict[int, list[Proc]]
+    """The complete members of each view whose records there are all in the logs."""
 
 
 def _rows(df: pd.DataFrame | None) -> list[dict[str, Any]]:
@@ -81,8 +94,16 @@ def _int(x: Any) -> int | None:
 
 
 def build(views: pd.DataFrame, gaps: pd.DataFrame, starts: pd.DataFrame,
-          per_pv: pd.DataFrame, ends: dict[Proc, float] | None = None) -> History:
-    """The history of these records; ``ends``: the last time each process wrote."""
+          per_pv: pd.DataFrame, ends: dict[Proc, float] | None = None,
+          losses: pd.DataFrame | None = None) -> History:
+    """The history of these records; ``ends``: the last time each process wrote;
+    ``losses``: the ``lost`` records (node, incarnation, ts, since, views, refused)."""
+    loss_rows = sorted(_rows(losses), key=lambda r: (r["node"], r["incarnation"], r["since"]))
+    unlogged = {(int(r["node"]), int(r["incarnation"]), int(v))
+                for r in loss_rows for v in (r["views"] if r["views"] is not None else [])}
+    first_unlogged: dict[Proc, int] = {}
+    for n, i, v in unlogged:
+        first_unlogged[(n, i)] = min(v, first_unlogged.get((n, i), v))
     view_recs = _rows(views)
     installs = [r for r in view_recs if r["primary"]]
     losses = [r for r in view_recs if not r["primary"]]
@@ -157,7 +178,8 @@ def build(views: pd.DataFrame, gaps: pd.DataFrame, starts: pd.DataFrame,
             "node": n, "incarnation": i, "view": v, "installed": key in installed,
             "complete": done, "install_ts": installed.get(key, math.nan), "end_ts": end_ts,
             "end_reason": end_reason, "trusted_end": BIG if done else (-1 if safe is None
-                                                                        else safe)})
+                                                                        else safe),
+            "log_lost": key in unlogged})
 
     length = {v: max((_int(pv.get((*p, v), {}).get("last_position")) or -1) + 1
                      for p in installers[v]) for v in installers}
@@ -165,9 +187,11 @@ def build(views: pd.DataFrame, gaps: pd.DataFrame, starts: pd.DataFrame,
         {"view": v, "node": n, "incarnation": i, "messages": int(r["messages"]),
          "first_position": int(r["first_position"]), "last_position": int(r["last_position"])}
         for (n, i, v), r in sorted(pv.items())
-        if _int(r["messages"]) and (int(r["first_position"]) != 0
+        if (n, i, v) not in unlogged and _int(r["messages"]) and (int(r["first_position"]) != 0
                                     or int(r["messages"]) != int(r["last_position"]) + 1)]
     gap_rows, notices = _gaps(gaps, pv, by_proc, own_rec, lost, length)
+    gap_rows = [r for r in gap_rows
+                if first_unlogged.get((r["node"], r["incarnation"]), BIG) > r["view"]]
     return History(
         status=pd.DataFrame(status, columns=STATUS),
         positions=pd.DataFrame(positions, columns=POSITIONS),
@@ -183,6 +207,13 @@ def build(views: pd.DataFrame, gaps: pd.DataFrame, starts: pd.DataFrame,
             for k, v in enumerate(sorted(installers))], columns=VIEWS),
         timeline=_timeline(view_recs, starts, procs, pv, ends or {}),
         complete=complete,
+        losses=pd.DataFrame([
+            {"node": int(r["node"]), "incarnation": int(r["incarnation"]),
+             "since": float(r["since"]), "until": float(r["ts"]),
+             "views": sorted(int(v) for v in (r["views"] if r["views"] is not None else [])),
+             "refused": _int(r.get("refused"))} for r in loss_rows], columns=LOSSES),
+        audited={v: [p for p in procs_ if (*p, v) not in unlogged]
+                 for v, procs_ in complete.items()},
     )
 
 

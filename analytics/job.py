@@ -11,10 +11,12 @@ the delivery audit (``audit``), then the charts and ``index.html`` (``charts``,
 ``ntail_histogram/``, ``rules/``, ``overhead/``, ``views/``, ``summary/``; the audit's
 ``violations/``, ``outside_primary/``, ``duplicates/``, ``missing/``, ``positions/``,
 ``gaps/``, ``view_conflicts/``; and ``gap_notices/``, ``view_history/``,
-``view_status/``, ``timeline/``); only small results (per-window tables, the view
-history, audit counts and first rows) reach the driver. ``run`` returns the report dict
-(``text``): title, tables, the run's figures, notes (the verdict: ``verdict``),
-``audit`` with the counts and first rows, and ``analysis`` with the job's own run time.
+``view_status/``, ``timeline/``, ``log_losses/``: the spans of records a disk refused,
+left out of the checks a missing record would fail, one note each); only small results
+(per-window tables, the view history, audit counts and first rows) reach the driver.
+``run`` returns the report dict (``text``): title, tables, the run's figures, notes (the
+verdict: ``verdict``), ``audit`` with the counts and first rows, and ``analysis`` with
+the job's own run time.
 
 Run it with ``amcast analyze LOGDIR --out DIR`` (embedded ``local[*]`` Spark) or, for a
 cluster, ``spark-submit analytics/job.py LOGDIR --out DIR`` (master and resources from
@@ -250,7 +252,7 @@ def run(
     driver_tables = {"positions": hist.positions, "gaps": hist.gaps,
                      "view_conflicts": hist.conflicts, "gap_notices": hist.notices,
                      "view_history": hist.views, "view_status": hist.status,
-                     "timeline": hist.timeline}
+                     "timeline": hist.timeline, "log_losses": hist.losses}
     for name, df in driver_tables.items():
         vsync.write_table(df, out, name, types)
 
@@ -287,10 +289,12 @@ def run(
             f"{len(hist.notices)} ({int((hist.notices['missed'] > 0).sum())})",
         "delivery records": records,
         "view records": lines.get("view", 0),
+        "log spans lost to a refusing disk (views not audited for completeness)":
+            len(hist.losses),
         "metrics records": lines.get("metrics", 0),
         "ignored lines": sum(ignored.values()),
     }
-    notes = [*described, *said]
+    notes = [*described, *said, *verdict.losses(hist.losses)]
     if ignored:
         notes.append(f"Ignored lines: {_lines_note(ignored)} (see docs/log-schema.md).")
     elapsed = time.monotonic() - started

@@ -1,4 +1,4 @@
-"""Reading a log directory into DataFrames: deliveries, views, gaps, starts, metrics.
+"""Reading a log directory into DataFrames: deliveries, views, gaps, starts, losses, metrics.
 
 Theory of operation: Spark's JSON reader lists every file whose name matches
 ``*.jsonl*`` (``delivery.jsonl``, ``delivery.jsonl.1``, ``metrics.jsonl.3``, the
@@ -6,9 +6,9 @@ Theory of operation: Spark's JSON reader lists every file whose name matches
 it once with ``schema.LOG_SCHEMA`` (fields it does not list are ignored, so records may
 gain fields without breaking the job) and gives every line a ``status``:
 
-- ``ok``: a record of log schema 1 of type ``delivery``, ``view``, ``gap``, ``start`` or
-  ``metrics`` with the fields the job needs (``REQUIRED``; an ordered delivery also needs
-  its ``position``, a gap's ``after`` is null or two numbers);
+- ``ok``: a record of log schema 1 of type ``delivery``, ``view``, ``gap``, ``start``,
+  ``lost`` or ``metrics`` with the fields the job needs (``REQUIRED``; an ordered
+  delivery also needs its ``position``, a gap's ``after`` is null or two numbers);
 - ``unreadable``: not a JSON object, or one without a ``type``;
 - ``other type``: a record type this job does not read (a later daemon may add some);
 - ``other schema``: ``schema`` is not 1;
@@ -32,6 +32,7 @@ from amcast.analytics.schema import (
     DELIVERY_COLUMNS,
     GAP_COLUMNS,
     LOG_SCHEMA,
+    LOST_COLUMNS,
     METRICS_COLUMNS,
     START_COLUMNS,
     VIEW_COLUMNS,
@@ -40,13 +41,14 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-TYPES = ("delivery", "view", "gap", "start", "metrics")
+TYPES = ("delivery", "view", "gap", "start", "lost", "metrics")  # metrics last (``_status``)
 REQUIRED = {
     "delivery": ["node", "view", "variant", "sender", "seq", "count", "service", "rule",
                  "send_ts", "ts"],
     "view": ["node", "view", "ts", "members"],
     "gap": ["node", "view", "ts"],
     "start": ["node", "ts"],
+    "lost": ["node", "ts", "since", "views"],
     "metrics": ["node", "ts"],
 }
 
@@ -58,6 +60,7 @@ class Logs:
     views: DataFrame  # installed views (primary) and lost ones (primary false)
     gaps: DataFrame
     starts: DataFrame
+    losses: DataFrame  # ``lost`` records: spans of a life's records its disk refused
     metrics: DataFrame
 
 
@@ -100,7 +103,7 @@ def read_logs(spark: SparkSession, location: str) -> Logs:
         .json(location)
     )
     names = dict.fromkeys([*DELIVERY_COLUMNS, *VIEW_COLUMNS, *GAP_COLUMNS, *START_COLUMNS,
-                           *METRICS_COLUMNS])
+                           *LOST_COLUMNS, *METRICS_COLUMNS])
     defaults = {"incarnation": F.lit(0).cast("long"), "primary": F.lit(True)}
     columns = [F.coalesce(F.col(c), defaults[c]).alias(c) if c in defaults else F.col(c)
                for c in names]
@@ -117,6 +120,7 @@ def read_logs(spark: SparkSession, location: str) -> Logs:
         views=of("view", VIEW_COLUMNS),
         gaps=of("gap", GAP_COLUMNS),
         starts=of("start", START_COLUMNS),
+        losses=of("lost", LOST_COLUMNS),
         metrics=of("metrics", METRICS_COLUMNS),
     )
 

@@ -1,13 +1,14 @@
 """The explicit Spark schema of the log records of ``docs/log-schema.md`` (schema 1).
 
-Theory of operation: one struct covers the ``delivery``, ``view``, ``gap``, ``start`` and
-``metrics`` records (the union of their fields); the JSON reader is given it instead of inferring
-one, which costs a full extra pass over the files. Fields a record type does not have
-come out null, fields the schema does not list (``engine``, ``clients``, anything added
-later) are ignored, and a line that does not parse becomes all-null and is dropped
-because its ``type`` is null. The metrics ``position`` field shares the name and type of
-the delivery one and is not used. ``incarnation`` (the daemon life) is read as 0 and a
-view record's ``primary`` as true where a record lacks them (logs of an older daemon).
+Theory of operation: one struct covers the ``delivery``, ``view``, ``gap``, ``start``,
+``lost`` and ``metrics`` records (the union of their fields); the JSON reader is given it
+instead of inferring one, which costs a full extra pass over the files. Fields a record
+type does not have come out null, fields the schema does not list (``engine``,
+``clients``, anything added later) are ignored, and a line that does not parse becomes
+all-null and is dropped because its ``type`` is null. The metrics ``position`` field
+shares the name and type of the delivery one and is not used. ``incarnation`` (the
+daemon life) is read as 0 and a view record's ``primary`` as true where a record lacks
+them (logs of an older daemon).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ _FIELDS: list[tuple[str, object]] = [
     ("previous", LongType()),
     ("reason", StringType()),
     ("after", ArrayType(LongType())),
+    ("since", DoubleType()),
+    ("views", ArrayType(LongType())),
+    ("refused", LongType()),
     ("messages_sent", LongType()),
     ("messages_delivered", LongType()),
     ("datagrams_sent", LongType()),
@@ -71,6 +75,7 @@ DELIVERY_COLUMNS = [
 VIEW_COLUMNS = ["node", "incarnation", "view", "ts", "members", "primary", "previous", "reason"]
 GAP_COLUMNS = ["node", "incarnation", "view", "ts", "after"]
 START_COLUMNS = ["node", "incarnation", "ts", "members"]
+LOST_COLUMNS = ["node", "incarnation", "ts", "since", "views", "refused"]
 METRICS_COLUMNS = [
     "node", "incarnation", "ts", "view", "variant", "messages_sent", "messages_delivered",
     "datagrams_sent", "retransmissions", "nacks_sent", "drops",

@@ -76,3 +76,21 @@ def sentences(counts: dict[str, int], rows: dict[str, Any], n_nodes: int,
         if counts[k] > SHOWN:
             out.append(f"... {counts[k]:,} {KINDS[k]} in all (see {k}/).")
     return out
+
+
+def losses(rows: Any) -> list[str]:
+    """One sentence per span of records a disk refused (``history.losses``), first few."""
+    out = []
+    for r in rows.head(SHOWN).itertuples():
+        views = list(r.views)
+        where = (f"in view{'s' if len(views) > 1 else ''} {', '.join(map(str, views))}"
+                 if views else "(metrics only)")
+        refused = "" if r.refused is None or r.refused != r.refused else (
+            f" ({int(r.refused)} refused write{'s' if r.refused != 1 else ''})")
+        out.append(f"Node {r.node} (incarnation {r.incarnation}) could not write its log for "
+                   f"{r.until - r.since:.3f} s{refused}: its records {where} may be missing, "
+                   "so its completeness, positions, gap notices and time in those views "
+                   "were not audited there (its order was).")
+    if len(rows) > SHOWN:
+        out.append(f"... {len(rows):,} spans of lost log records in all (see log_losses/).")
+    return out

@@ -38,11 +38,11 @@ STATUS_SCHEMA = StructType([
     StructField("view", LongType()), StructField("installed", BooleanType()),
     StructField("complete", BooleanType()), StructField("install_ts", DoubleType()),
     StructField("end_ts", DoubleType()), StructField("end_reason", StringType()),
-    StructField("trusted_end", LongType()),
+    StructField("trusted_end", LongType()), StructField("log_lost", BooleanType()),
 ])
 
 SMALL = ["type", "node", "incarnation", "view", "ts", "members", "primary", "previous",
-         "reason", "after"]
+         "reason", "after", "since", "views", "refused"]
 
 
 def _pandas(df: DataFrame) -> pd.DataFrame:
@@ -68,7 +68,8 @@ def collect(logs: Logs) -> history.History:
                     "reason"]),
         of("gap", ["node", "incarnation", "view", "ts", "after"]),
         of("start", ["node", "incarnation", "ts", "members"]),
-        per_pv, ends)
+        per_pv, ends,
+        of("lost", ["node", "incarnation", "ts", "since", "views", "refused"]))
 
 
 def status_frame(spark: SparkSession, status: pd.DataFrame) -> DataFrame:
@@ -88,10 +89,11 @@ MEMBERS_SCHEMA = StructType([
 
 
 def members_frame(spark: SparkSession, hist: history.History) -> DataFrame:
-    """Per view, the nodes of its complete members and their bit mask (bit ``node`` set
-    for each; the ids the mask is used for are below 63)."""
+    """Per view, the nodes of its complete members whose records there are all in the
+    logs (``History.audited``) and their bit mask (bit ``node`` set for each; the ids the
+    mask is used for are below 63)."""
     rows = []
-    for view, procs in sorted(hist.complete.items()):
+    for view, procs in sorted(hist.audited.items()):
         nodes = sorted({n for n, _ in procs})
         if nodes:
             rows.append((view, nodes, sum(1 << min(n, 62) for n in set(nodes))))
@@ -128,5 +130,6 @@ def arrow_types() -> dict[str, Any]:
         "problem": s, "after_view": i64, "after_position": i64, "last_view": i64,
         "missed": i64, "nodes": lst, "detail": s, "previous": i64, "members": lst,
         "installed_by": lst, "lost_by": lst, "kind": s, "start": f64, "end": f64,
-        "number": i64,
+        "number": i64, "log_lost": pa.bool_(), "since": f64, "until": f64, "views": lst,
+        "refused": i64,
     }

@@ -19,6 +19,15 @@ Theory of operation:
   restarted daemon appends to the same files, and the Spark job tells its lives apart by
   it. Delivery records are formatted with an f-string (every field is a number or a
   fixed identifier), the rest with ``json``.
+- Lost records: a write, flush or rotation the disk refuses loses what it held (and what
+  sat in the file's buffer). ``DeliveryLog`` keeps, per span between two flushes that went
+  through on every file, the time of its first record and the views its records were
+  in; when a flush finds refusals since the last good one, that span joins an *outage*,
+  and the first good flush after it writes a ``lost`` record (``docs/log-schema.md``): the
+  records of this life between ``since`` and ``ts`` in ``views`` may be missing. The
+  Spark job then leaves those views of this life out of the checks a missing record
+  would fail (completeness, positions, gap notices, deliveries outside a view) and lists
+  the span. An outage still open when the daemon stops leaves no record.
 - Gap notices: the engine says after which ``(view, position)`` the daemon missed the
   total order, counting positions in engine payloads (amcastd's envelopes); the log
   counts them in application messages. ``DeliveryLog`` remembers the last ordered
@@ -187,6 +196,26 @@ class DeliveryLog:
             directory / "view.jsonl", rotate_bytes, keep
         )
         self._metrics = RotatingJsonl(directory / "metrics.jsonl", rotate_bytes, keep)
+        # the span since the last flush that went through on every file (module doc)
+        self._span_since: float | None = None
+        self._span_views: set[int] = set()
+        self._span_view: int | None = None
+        self._last_ts: float | None = None
+        self._good_failures = 0
+        """``failures`` at the last flush that went through on every file."""
+        self._outage: tuple[float, set[int], int] | None = None
+        """(since, views, failures before it) of refusals no ``lost`` record covers yet."""
+        self.lost_records = 0
+        """``lost`` records written by this life."""
+
+    def _note(self, view: int | None, ts: float) -> None:
+        """A record of ``view`` (None: no view) handed to a file at ``ts``."""
+        self._last_ts = ts
+        if self._span_since is None:
+            self._span_since = ts
+        if view is not None and view != self._span_view:
+            self._span_view = view
+            self._span_views.add(view)
 
     def delivery(
         self, *, view: int, variant: str, phi: float, sender: int, seq: int, position: int | None,
@@ -202,6 +231,12 @@ class DeliveryLog:
             self.last_ordered = (view, position + count - 1)
         if self._deliveries is None:
             return
+        self._last_ts = ts
+        if self._span_since is None:
+            self._span_since = ts
+        if view != self._span_view:
+            self._span_view = view
+            self._span_views.add(view)
         self._deliveries.write(
             f'{self._head}"view":{view},'
             f'"variant":"{variant}","phi":{phi!r},"sender":{sender},"seq":{seq},'
@@ -213,11 +248,14 @@ class DeliveryLog:
     def _record(self, kind: str, ts: float, **fields: Any) -> None:
         """A membership record, flushed at once (they are rare): a daemon killed later
         keeps its view history, and the deliveries logged before it."""
+        if self._outage is not None or self.failures != self._good_failures:
+            self.flush()  # a span of refusals ends before this record: not named by it
+        self._note(fields.get("view"), ts)
         self._views.write(json.dumps({
             "schema": SCHEMA, "type": kind, "node": self.node, "incarnation": self.incarnation,
             "ts": ts, **fields,
         }) + "\n")
-        self._views.flush()
+        self.flush()
 
     def start(self, *, members: list[int], ts: float) -> None:
         """The ``start`` record of this daemon life: its potential members (the list)."""
@@ -250,6 +288,9 @@ class DeliveryLog:
         self._record("gap", ts, view=view, after=None if last is None else list(last))
 
     def metrics(self, record: dict[str, Any]) -> None:
+        ts = record.get("ts")
+        if isinstance(ts, int | float):  # the audit does not check metrics: no view noted
+            self._note(None, float(ts))
         self._metrics.write(json.dumps({
             "schema": SCHEMA, "type": "metrics", "node": self.node,
             "incarnation": self.incarnation, **record,
@@ -271,8 +312,45 @@ class DeliveryLog:
         return [f.error for f in self._files() if f.error is not None]
 
     def flush(self) -> None:
-        for f in self._files():
+        """Flush every file; account for refused writes, and write the ``lost`` record
+        of an outage that is over (module doc)."""
+        files = self._files()
+        for f in files:
             f.flush()
+        failures = sum(f.failures for f in files)
+        if failures != self._good_failures or self._outage is not None:
+            since, views, before = self._outage or (
+                self._span_since if self._span_since is not None else self._last_ts or 0.0,
+                set(), self._good_failures)
+            views |= self._span_views
+            self._outage = (since, views, before)
+            if all(f.error is None for f in files):
+                self._write_lost(since, views, failures - before)
+                failures = sum(f.failures for f in files)
+            if self._outage is not None:
+                self._good_failures = failures
+                self._end_span()
+                return
+        self._good_failures = failures
+        self._end_span()
+
+    def _write_lost(self, since: float, views: set[int], refused: int) -> None:
+        until = self._last_ts if self._last_ts is not None else since
+        before = self._views.failures
+        self._views.write(json.dumps({
+            "schema": SCHEMA, "type": "lost", "node": self.node,
+            "incarnation": self.incarnation, "ts": until, "since": since,
+            "views": sorted(views), "refused": refused,
+        }) + "\n")
+        self._views.flush()
+        if self._views.failures == before and self._views.error is None:
+            self._outage = None
+            self.lost_records += 1
+
+    def _end_span(self) -> None:
+        self._span_since = None
+        self._span_views = set()
+        self._span_view = None
 
     def close(self) -> None:
         for f in self._files():

@@ -16,6 +16,10 @@ log set is generated and analysed once per test session, and the tests read its 
   (``amcast analyze ... --json``).
 - ``idle``: a short run (3 nodes, 3 messages, then metrics snapshots through 7 s of
   idle time), analysed through the command line into a ``file:`` URI, as text.
+- ``disk_full``: the clean log set written through the daemon's writer while node 1's disk
+  refuses the records of a span across a view change (its view record among them) and
+  node 0's a span inside a view it completes, analysed; and the same files without the
+  ``lost`` records, analysed again.
 
 ``spark_submit_run`` (autouse, session) starts the one spark-submit run of
 ``test_spark_submit`` in the background as soon as the analytics tests start, when that
@@ -27,6 +31,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +200,40 @@ def idle(spark, tmp_path_factory: pytest.TempPathFactory) -> Analysed:  # type: 
     finally:
         os.chdir(cwd)
     return Analysed(base / "logs", base / "report", logset, {}, {}, status, printed)
+
+
+@dataclass
+class DiskFull:
+    analysed: Analysed
+    control: Analysed  # the same files without the ``lost`` records
+    spans: tuple[tuple[int, float, float], ...]  # (node, from ts, to ts)
+
+
+@pytest.fixture(scope="session")
+def disk_full(spark, tmp_path_factory: pytest.TempPathFactory) -> DiskFull:  # type: ignore[no-untyped-def]
+    from amcast.analytics.job import run
+
+    base = tmp_path_factory.mktemp("disk_full")
+    logset = synthetic.generate(CLEAN_SPEC)
+    ids = logset.view_ids
+
+    def times(node: int, k: int) -> pd.Series:
+        d = logset.deliveries[node]
+        return d[d["view"] == ids[k]].sort_values("ts")["ts"]
+
+    spans = ((1, float(times(1, 1).iloc[-30]), float(times(1, 2).iloc[10])),  # view change
+             (0, float(times(0, 3).iloc[20]), float(times(0, 3).iloc[60])))  # inside a view
+    write_with_daemon_writer(logset, base / "logs", refuse=spans)
+    report = run(spark, str(base / "logs"), base / "report", window_s=CLEAN_WINDOW)
+    shutil.copytree(base / "logs", base / "control")
+    for path in (base / "control").glob("node-*/*.jsonl*"):
+        text = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(ln for ln in text if '"type": "lost"' not in ln),
+                        encoding="utf-8")
+    control = run(spark, str(base / "control"), base / "control-report", window_s=CLEAN_WINDOW)
+    return DiskFull(Analysed(base / "logs", base / "report", logset, report, {}),
+                    Analysed(base / "control", base / "control-report", logset, control, {}),
+                    spans)
 
 
 @dataclass

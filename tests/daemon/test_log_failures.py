@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import structlog
 from amcast.daemon import logs
-from amcast.daemon.logs import RotatingJsonl, StderrLogger, StderrLoggerFactory
+from amcast.daemon.logs import DeliveryLog, RotatingJsonl, StderrLogger, StderrLoggerFactory
 from daemon_helpers import FakeNode, envelope
 from test_metrics import scrape
 from test_pump import a_raising_handler_between_two_deliveries, deliveries, joined
@@ -115,6 +115,75 @@ def test_a_rotation_that_cannot_reopen_is_retried_by_the_next_write(
     assert (tmp_path / "d.jsonl.1").exists()
 
 
+def deliver(log: DeliveryLog, view: int, position: int, ts: float) -> None:
+    log.delivery(view=view, variant="G-ToTo", phi=2.0, sender=0, seq=position,
+                 position=position, count=1, nbytes=10, service="agreed", activation=1,
+                 rule="g", ntail=3, unseen=0, nvt=1, send_ts=ts - 0.001, ts=ts, envelopes=1)
+
+
+def test_a_refused_span_leaves_one_lost_record_with_its_times_and_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    disk = Disk(monkeypatch)
+    log = DeliveryLog(tmp_path, 2, rotate_bytes=1 << 20, keep=2, incarnation=5)
+    log.start(members=[0, 1, 2], ts=1.0)
+    log.view(view=10, members=[0, 1, 2], ts=2.0)
+    deliver(log, 10, 0, 3.0)
+    log.flush()  # a good flush: nothing to report
+    disk.full = True
+    deliver(log, 10, 1, 5.0)
+    log.view(view=11, members=[0, 1, 2], previous=10, ts=6.0)  # flushed at once: refused
+    deliver(log, 11, 0, 7.0)
+    log.flush()  # still refused: the outage goes on, no record yet
+    assert log.lost_records == 0
+    disk.full = False
+    deliver(log, 11, 1, 8.0)
+    log.flush()
+    log.flush()  # nothing new refused: no second record
+    deliver(log, 11, 2, 9.0)
+    log.flush()
+    log.close()
+    lost = [r for r in lines(tmp_path / "delivery.jsonl") if r["type"] == "lost"]
+    assert len(lost) == 1 and log.lost_records == 1
+    r = lost[0]
+    assert (r["node"], r["incarnation"], r["since"], r["ts"], r["views"]) == (
+        2, 5, 5.0, 8.0, [10, 11])
+    assert r["refused"] == log.failures >= 2
+    assert lines(tmp_path / "delivery.jsonl")[-1]["ts"] == 9.0
+
+
+def test_a_write_refused_between_two_good_flushes_is_reported_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The disk refuses one write and has room again before the next flush: the flush
+    goes through, but the refused line is gone, so a ``lost`` record says so."""
+    disk = Disk(monkeypatch)
+    log = DeliveryLog(tmp_path, 0, rotate_bytes=1 << 20, keep=2)
+    log.view(view=4, members=[0, 1], ts=1.0)
+    disk.full = True
+    deliver(log, 4, 0, 2.0)  # no buffer in the way here: the write itself is refused
+    disk.full = False
+    deliver(log, 4, 1, 3.0)
+    log.flush()
+    log.close()
+    records = lines(tmp_path / "delivery.jsonl")
+    assert [r["type"] for r in records] == ["view", "delivery", "lost"]
+    assert (records[2]["since"], records[2]["ts"], records[2]["views"],
+            records[2]["refused"]) == (2.0, 3.0, [4], 1)
+
+
+def test_no_lost_record_without_a_refusal(tmp_path: Path) -> None:
+    log = DeliveryLog(tmp_path, 0, rotate_bytes=1 << 20, keep=2)
+    log.view(view=4, members=[0, 1], ts=1.0)
+    for k in range(5):
+        deliver(log, 4, k, 2.0 + k)
+        log.flush()
+    log.metrics({"ts": 9.0, "view": 4})
+    log.close()
+    assert log.lost_records == 0
+    assert "lost" not in {r["type"] for r in lines(tmp_path / "delivery.jsonl")}
+
+
 async def test_deliveries_go_on_while_the_delivery_log_is_refused(
     make_cluster: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -147,7 +216,8 @@ async def test_deliveries_go_on_while_the_delivery_log_is_refused(
     d._tick()
     assert d.status()["logs"]["errors"] == []
     records = lines(Path(d.config.logs.dir) / "delivery.jsonl")
-    assert records[-1]["type"] == "delivery" and records[-1]["count"] == 1
+    assert records[-1]["type"] == "lost" and records[-1]["views"] == [d.view_id]
+    assert records[-2]["type"] == "delivery" and records[-2]["count"] == 1
 
 
 async def test_a_periodic_task_that_raises_is_counted_and_runs_again(
