@@ -11,10 +11,7 @@ Skipped with the reason where mount namespaces or tmpfs mounts are not allowed."
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from amcast.protocols.membership.durable import DurableState
+from disk_helpers import fill, mount_namespaces_or_skip, mount_tmpfs
 
 from amcast.faultload import FaultRun, loaded
 from amcast.localcluster import LocalCluster
@@ -29,19 +27,7 @@ from amcast.localcluster import LocalCluster
 WAIT = 30.0
 LOAD_S = 1.0
 SUSPECT_TIMEOUT = 0.8  # amcast's default
-TMPFS = "size=256k,mode=0700"
-MOUNT_STATE_DIR = 'mkdir -p "$0" && mount -t tmpfs -o ' + TMPFS + ' amcast-state "$0" && exec "$@"'
-
-
-def mount_namespaces_or_skip(directory: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("a tmpfs in a mount namespace of its own needs root and unshare")
-    probe = directory / "probe"
-    result = subprocess.run(["unshare", "-m", "sh", "-c", MOUNT_STATE_DIR, str(probe), "true"],
-                            capture_output=True, timeout=20, check=False)
-    if result.returncode != 0:
-        pytest.skip("this machine forbids a tmpfs in a new mount namespace: "
-                    + result.stderr.decode(errors="replace").strip())
+MOUNT_STATE_DIR = mount_tmpfs("amcast-state")
 
 
 @pytest.fixture
@@ -61,19 +47,6 @@ async def run() -> AsyncIterator[FaultRun]:
             yield fault_run
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def fill(directory: Path) -> Path:
-    """Write a file into ``directory`` until the filesystem is full; its path."""
-    filler = directory / "filler"
-    chunk = b"\0" * 4096
-    with open(filler, "wb", buffering=0) as fh:
-        while True:
-            try:
-                fh.write(chunk)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC, exc
-                return filler
 
 
 @pytest.mark.processes
