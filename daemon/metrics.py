@@ -174,8 +174,8 @@ class MetricsSnapshot:
     """The per-kind (dict-valued) fields of ``Node.stats``."""
     primary: bool = False
     """In a primary view (``Daemon.primary``)."""
-    quorum: Mapping[str, int] = dataclasses.field(default_factory=_empty)
-    """``Node.quorum``: needed, listed, reachable."""
+    quorum: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    """``Node.quorum``: needed, listed, reachable (and ``last_view``, not exported)."""
     peers: Mapping[int, PeerSample] = dataclasses.field(default_factory=_empty)
     suspicions: Mapping[int, int] = dataclasses.field(default_factory=_empty)
     exclusions: Mapping[str, int] = dataclasses.field(default_factory=_empty)

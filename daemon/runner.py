@@ -969,6 +969,13 @@ class Daemon:
             why = self.last_change.get("reason") if not self.last_change.get("primary") else None
             problems.append("not in a primary view" + (f" ({why})" if why else "")
                             + ": nothing ordered is delivered")
+            last = self.node.quorum.get("last_view")
+            if last is not None and last["reachable"] < last["needed"]:
+                problems.append(
+                    f"the last view (id {last['id']}) listed {last['listed']} nodes: "
+                    f"{last['needed']} of them must agree on the next view, and only "
+                    f"{last['reachable']} can be reached (docs/membership.md, "
+                    "'Shrinking the member list')")
         if self.state_error is not None:
             problems.append(f"cannot write the membership state file {self.state_error}: "
                             "sending nothing until it can")

@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from amcast.protocols.errors import (
     BackpressureError,
@@ -421,13 +422,26 @@ class Node:
         return out
 
     @property
-    def quorum(self) -> dict[str, int]:
-        """Votes needed for a primary view, and live listed nodes (this one included)."""
+    def quorum(self) -> dict[str, Any]:
+        """Votes needed for a primary view, and live listed nodes (this one included).
+
+        When the latest view this node knows (``DurableState.known``) counted another
+        list of potential members (a reloaded or restarted-with-another ``members``),
+        ``last_view`` says how many of that list must agree on its successor (its
+        acceptors: ``agreement.choose_proposal``) and how many of them are reachable: a
+        shrunk list can form no view until a majority of the old one takes part."""
         m = self.membership
         live = m.alive_members(m._now)
-        return {"needed": needed(self.members, self.config.expected_votes),
-                "listed": len(self.members),
-                "reachable": len([n for n in live if n in self.members])}
+        q: dict[str, Any] = {"needed": needed(self.members, self.config.expected_votes),
+                             "listed": len(self.members),
+                             "reachable": len([n for n in live if n in self.members])}
+        known = m.durable.known
+        if known is not None and set(known.potential) != set(self.members):
+            q["last_view"] = {
+                "id": known.view_id, "listed": len(known.potential),
+                "needed": needed(known.potential, self.config.expected_votes),
+                "reachable": len([n for n in live if n in known.potential])}
+        return q
 
     @property
     def leaving_started(self) -> bool:

@@ -107,8 +107,15 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
              f"last view change: {describe_change(view.get('last_change') or {}, st.get('now'))}"]
     q = st.get("quorum") or {}
     if q:
-        lines.append(f"quorum: {q.get('reachable')} of {q.get('listed')} listed nodes "
-                     f"reachable, {q.get('needed')} needed")
+        line = (f"quorum: {q.get('reachable')} of {q.get('listed')} listed nodes "
+                f"reachable, {q.get('needed')} needed")
+        last = q.get("last_view")
+        if last:
+            short = last.get("reachable", 0) < last.get("needed", 0)
+            line += (f"; the last view (id {last.get('id')}) listed {last.get('listed')}: "
+                     f"{last.get('reachable')} of them reachable, {last.get('needed')} needed "
+                     f"to agree on the next view{' (SHORT)' if short else ''}")
+        lines.append(line)
     if "keys" in st:
         lines.append(keys_line(st["keys"]))
     if "transport" in st:
