@@ -294,7 +294,8 @@ def run(
         "metrics records": lines.get("metrics", 0),
         "ignored lines": sum(ignored.values()),
     }
-    notes = [*described, *said, *verdict.losses(hist.losses)]
+    lost_spans = verdict.losses(hist.losses)
+    notes = [*described, *said, *lost_spans]
     if ignored:
         notes.append(f"Ignored lines: {_lines_note(ignored)} (see docs/log-schema.md).")
     elapsed = time.monotonic() - started
@@ -315,7 +316,7 @@ def run(
                  for r in hist.views.itertuples()],
     }
     (out / "index.html").write_text(htmlpage.page(
-        title=title, verdict_ok=ok, verdict=said, workload=described,
+        title=title, verdict_ok=ok, verdict=[*said, *lost_spans], workload=described,
         ntail=NTAIL, summary=summary, figures=figs, analysis=analysis,
         charts=pngs, views=views_table, audit_tables=audit_rows, audit_counts=audit_counts,
         tables=[name for name, _, _, _ in stages] + list(driver_tables),

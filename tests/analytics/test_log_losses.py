@@ -47,9 +47,11 @@ def test_the_spans_are_listed_and_the_audit_passes(disk_full: DiskFull) -> None:
     lost = status[status["log_lost"]]
     assert sorted(zip(lost["node"], lost["view"], strict=True)) == sorted(
         (n, v) for n, views in expected_views.items() for v in views)
+    page = (a.out / "index.html").read_text()
     for node in (0, 1):
         assert any(f"Node {node} (incarnation" in n and "may be missing" in n
                    for n in a.report["notes"])
+        assert f"Node {node} (incarnation" in page
 
 
 def test_the_same_files_without_the_lost_records_fail_the_audit(disk_full: DiskFull) -> None:
