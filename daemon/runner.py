@@ -972,7 +972,8 @@ class Daemon:
             last = self.node.quorum.get("last_view")
             if last is not None and last["reachable"] < last["needed"]:
                 problems.append(
-                    f"the last view (id {last['id']}) listed {last['listed']} nodes: "
+                    f"the last view (id {last['id']}) listed {last['listed']} nodes "
+                    f"{last['nodes']}: "
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")

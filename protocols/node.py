@@ -438,7 +438,8 @@ class Node:
         known = m.durable.known
         if known is not None and set(known.potential) != set(self.members):
             q["last_view"] = {
-                "id": known.view_id, "listed": len(known.potential),
+                "id": known.view_id, "nodes": sorted(known.potential),
+                "listed": len(known.potential),
                 "needed": needed(known.potential, self.config.expected_votes),
                 "reachable": len([n for n in live if n in known.potential])}
         return q

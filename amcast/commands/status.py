@@ -112,7 +112,7 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         last = q.get("last_view")
         if last:
             short = last.get("reachable", 0) < last.get("needed", 0)
-            line += (f"; the last view (id {last.get('id')}) listed {last.get('listed')}: "
+            line += (f"; the last view (id {last.get('id')}) listed {last.get('nodes')}: "
                      f"{last.get('reachable')} of them reachable, {last.get('needed')} needed "
                      f"to agree on the next view{' (SHORT)' if short else ''}")
         lines.append(line)

@@ -31,7 +31,7 @@ def test_quorum_names_the_last_views_list_only_when_it_differs() -> None:
                     durable=DurableState(0, incarnation=1, known=OLD, max_view_id=5)).quorum
 
     assert quorum([0]) == {"needed": 1, "listed": 1, "reachable": 1, "last_view": {
-        "id": 5, "listed": 3, "needed": 2, "reachable": 1}}
+        "id": 5, "nodes": [0, 1, 2], "listed": 3, "needed": 2, "reachable": 1}}
     assert "last_view" not in quorum([0, 1, 2])
 
 
@@ -58,15 +58,16 @@ async def test_a_daemon_whose_last_view_listed_more_nodes_says_what_it_lacks(
         await asyncio.wait_for(d.ready.wait(), 15)
         # alone it is 1 of its 1 listed nodes, but 1 of the old 3, where 2 must agree
         st = d.status()
-        assert st["quorum"]["last_view"] == {"id": 5, "listed": 3, "needed": 2, "reachable": 1}
+        assert st["quorum"]["last_view"] == {"id": 5, "nodes": [0, 1, 2], "listed": 3,
+                                             "needed": 2, "reachable": 1}
         assert not st["view"]["primary"] and not d.in_primary_view.is_set()
-        assert any(p.startswith("the last view (id 5) listed 3 nodes: 2 of them must agree on "
-                                "the next view, and only 1 can be reached")
+        assert any(p.startswith("the last view (id 5) listed 3 nodes [0, 1, 2]: 2 of them "
+                                "must agree on the next view, and only 1 can be reached")
                    for p in st["health"]["problems"])
         lines, _ = membership_report(st)
         (quorum,) = [ln for ln in lines if ln.startswith("quorum:")]
-        assert quorum.endswith("the last view (id 5) listed 3: 1 of them reachable, 2 needed to "
-                               "agree on the next view (SHORT)")
+        assert quorum.endswith("the last view (id 5) listed [0, 1, 2]: 1 of them reachable, 2 "
+                               "needed to agree on the next view (SHORT)")
     finally:
         d.request_stop("test")
         await asyncio.wait_for(task, 20)
