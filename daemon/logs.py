@@ -27,7 +27,7 @@ Theory of operation:
   records of this life between ``since`` and ``ts`` in ``views`` may be missing. The
   Spark job then leaves those views of this life out of the checks a missing record
   would fail (completeness, positions, gap notices, deliveries outside a view) and lists
-  the span. An outage still open when the daemon stops leaves no record.
+  the span. An outage still open when the daemon stops (``close``) leaves no record.
 - Gap notices: the engine says after which ``(view, position)`` the daemon missed the
   total order, counting positions in engine payloads (amcastd's envelopes); the log
   counts them in application messages. ``DeliveryLog`` remembers the last ordered
@@ -353,5 +353,8 @@ class DeliveryLog:
         self._span_view = None
 
     def close(self) -> None:
+        """Flush (an outage the disk has recovered from gets its ``lost`` record now), then
+        close every file."""
+        self.flush()
         for f in self._files():
             f.close()

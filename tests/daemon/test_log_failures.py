@@ -172,6 +172,20 @@ def test_a_write_refused_between_two_good_flushes_is_reported_too(
             records[2]["refused"]) == (2.0, 3.0, [4], 1)
 
 
+def test_closing_after_the_disk_recovered_writes_the_lost_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A daemon stopped before its next metrics snapshot still reports the span."""
+    disk = Disk(monkeypatch)
+    log = DeliveryLog(tmp_path, 0, rotate_bytes=1 << 20, keep=2)
+    log.view(view=4, members=[0, 1], ts=1.0)
+    disk.full = True
+    deliver(log, 4, 0, 2.0)
+    disk.full = False
+    log.close()
+    assert [r["type"] for r in lines(tmp_path / "delivery.jsonl")] == ["view", "lost"]
+
+
 def test_no_lost_record_without_a_refusal(tmp_path: Path) -> None:
     log = DeliveryLog(tmp_path, 0, rotate_bytes=1 << 20, keep=2)
     log.view(view=4, members=[0, 1], ts=1.0)
