@@ -1,7 +1,8 @@
 """A daemon restarted with a shorter member list than its last view counted: the next
 view needs a majority of the old list too (its acceptors), so it forms none, and the
-daemon says why: ``status`` ``quorum.last_view``, a health problem, and the quorum line
-of ``amcast status`` (docs/membership.md, *Shrinking the member list*)."""
+daemon says why: ``status`` ``quorum.last_view``, a health problem, the quorum line of
+``amcast status``, and ``amcast state`` on its state file (docs/membership.md,
+*Shrinking the member list*)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from amcast.protocols.wire.membership import Member, ViewRecord
 
 from amcast.commands.status import membership_report
 from amcast.localcluster import free_port
+from tests.cli.helpers import amcast
 from tests.steady import STEADY
 
 OLD = ViewRecord(5, tuple(Member(n, 1) for n in range(3)), (0, 1, 2), 4)
@@ -71,3 +73,9 @@ async def test_a_daemon_whose_last_view_listed_more_nodes_says_what_it_lacks(
     finally:
         d.request_stop("test")
         await asyncio.wait_for(task, 20)
+    # what the operator reads from the files alone, the daemon stopped
+    r = amcast("state", str(state_dir))
+    assert r.code == 0, r.err
+    assert "  last view: 5 after view 4; members 0 (incarnation 1), 1 (incarnation 1), " \
+        "2 (incarnation 1)" in r.out
+    assert "  its list: [0, 1, 2]: 2 of them must agree on the next view" in r.out
