@@ -25,7 +25,7 @@ for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manyl
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version "$PYVER" \
   --implementation cp "${plat[@]}" -d "$B/whl" -r requirements.lock
 .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w "$B/whl" .
-rm -rf build  # setuptools' staging copy: a stale one would end up in the next wheel built here
+rm -rf build  # setuptools' staging copy: it keeps files a later checkout removed
 
 echo "JRE"
 JDK=$(dirname "$(dirname "$(readlink -f "$(command -v javac)")")")
