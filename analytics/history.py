@@ -95,10 +95,10 @@ def _int(x: Any) -> int | None:
 
 def build(views: pd.DataFrame, gaps: pd.DataFrame, starts: pd.DataFrame,
           per_pv: pd.DataFrame, ends: dict[Proc, float] | None = None,
-          losses: pd.DataFrame | None = None) -> History:
+          lost_logs: pd.DataFrame | None = None) -> History:
     """The history of these records; ``ends``: the last time each process wrote;
-    ``losses``: the ``lost`` records (node, incarnation, ts, since, views, refused)."""
-    loss_rows = sorted(_rows(losses), key=lambda r: (r["node"], r["incarnation"], r["since"]))
+    ``lost_logs``: the ``lost`` records (node, incarnation, ts, since, views, refused)."""
+    loss_rows = sorted(_rows(lost_logs), key=lambda r: (r["node"], r["incarnation"], r["since"]))
     unlogged = {(int(r["node"]), int(r["incarnation"]), int(v))
                 for r in loss_rows for v in (r["views"] if r["views"] is not None else [])}
     first_unlogged: dict[Proc, int] = {}
