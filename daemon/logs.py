@@ -231,12 +231,7 @@ class DeliveryLog:
             self.last_ordered = (view, position + count - 1)
         if self._deliveries is None:
             return
-        self._last_ts = ts
-        if self._span_since is None:
-            self._span_since = ts
-        if view != self._span_view:
-            self._span_view = view
-            self._span_views.add(view)
+        self._note(view, ts)
         self._deliveries.write(
             f'{self._head}"view":{view},'
             f'"variant":"{variant}","phi":{phi!r},"sender":{sender},"seq":{seq},'
