@@ -1,5 +1,6 @@
 """A small tmpfs for one daemon's directory, in a mount namespace of its own, and a file
-that fills it: the full disks of ``test_state_disk_full`` and ``test_log_disk_full``."""
+that fills it: the full disks of ``test_state_disk_full`` and ``test_log_disk_full``
+(``node3_on_tmpfs``: 4 daemons under the paced load, node 3's directory on the tmpfs)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ import errno
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+
+from amcast.faultload import FaultRun, loaded
+from amcast.localcluster import LocalCluster
 
 TMPFS = "size=256k,mode=0700"
 
@@ -43,3 +50,25 @@ def fill(directory: Path) -> Path:
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC, exc
                 return filler
+
+
+@asynccontextmanager
+async def node3_on_tmpfs(prefix: str, subdir: str) -> AsyncIterator[FaultRun]:
+    """4 daemons under ``faultload``'s paced load, node 3's ``node<3>/<subdir>`` (its
+    ``state`` or ``logs`` directory) on a 256 KiB tmpfs of its own; skips with the reason
+    where that is not allowed. Everything is removed afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        mount_namespaces_or_skip(directory)
+    except BaseException:  # pytest.skip too: leave nothing behind
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    wrapper = ["unshare", "-m", "sh", "-c", mount_tmpfs(f"amcast-{subdir}"),
+               str(directory / "node3" / subdir)]
+    cluster = LocalCluster(4, directory, metrics=False, log_level="info",
+                           wrappers=[[], [], [], wrapper])
+    try:
+        async with loaded(cluster) as fault_run:
+            yield fault_run
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -12,43 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from disk_helpers import fill, mount_namespaces_or_skip, mount_tmpfs
+from disk_helpers import fill, node3_on_tmpfs
 
-from amcast.faultload import FaultRun, loaded
-from amcast.localcluster import LocalCluster
+from amcast.faultload import FaultRun
 
 WAIT = 30.0
 LOAD_S = 1.0
 FULL_S = 1.5
 SLACK_S = 0.5  # the same delivery's times at two daemons of one host differ by far less
-MOUNT_LOGS_DIR = mount_tmpfs("amcast-logs")
 
 
 @pytest.fixture
 async def run() -> AsyncIterator[FaultRun]:
-    directory = Path(tempfile.mkdtemp(prefix="amlf-", dir="/tmp"))
-    try:
-        mount_namespaces_or_skip(directory)
-    except BaseException:  # pytest.skip too: leave nothing behind
-        shutil.rmtree(directory, ignore_errors=True)
-        raise
-    logs_dir = directory / "node3" / "logs"
-    cluster = LocalCluster(4, directory, metrics=False, log_level="info",
-                           wrappers=[[], [], [], ["unshare", "-m", "sh", "-c", MOUNT_LOGS_DIR,
-                                                  str(logs_dir)]])
-    try:
-        async with loaded(cluster) as fault_run:
-            yield fault_run
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    async with node3_on_tmpfs("amlf-", "logs") as fault_run:
+        yield fault_run
 
 
 def records(directory: Path) -> list[dict[str, Any]]:

@@ -11,42 +11,25 @@ Skipped with the reason where mount namespaces or tmpfs mounts are not allowed."
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from amcast.protocols.membership.durable import DurableState
-from disk_helpers import fill, mount_namespaces_or_skip, mount_tmpfs
+from disk_helpers import fill, node3_on_tmpfs
 
-from amcast.faultload import FaultRun, loaded
-from amcast.localcluster import LocalCluster
+from amcast.faultload import FaultRun
 
 WAIT = 30.0
 LOAD_S = 1.0
 SUSPECT_TIMEOUT = 0.8  # amcast's default
-MOUNT_STATE_DIR = mount_tmpfs("amcast-state")
 
 
 @pytest.fixture
 async def run() -> AsyncIterator[FaultRun]:
-    directory = Path(tempfile.mkdtemp(prefix="amdf-", dir="/tmp"))
-    try:
-        mount_namespaces_or_skip(directory)
-    except BaseException:  # pytest.skip too: leave nothing behind
-        shutil.rmtree(directory, ignore_errors=True)
-        raise
-    state_dir = directory / "node3" / "state"
-    cluster = LocalCluster(4, directory, metrics=False, log_level="info",
-                           wrappers=[[], [], [], ["unshare", "-m", "sh", "-c", MOUNT_STATE_DIR,
-                                                  str(state_dir)]])
-    try:
-        async with loaded(cluster) as fault_run:
-            yield fault_run
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+    async with node3_on_tmpfs("amdf-", "state") as fault_run:
+        yield fault_run
 
 
 @pytest.mark.processes
