@@ -322,10 +322,6 @@ class DeliveryLog:
             if all(f.error is None for f in files):
                 self._write_lost(since, views, failures - before)
                 failures = sum(f.failures for f in files)
-            if self._outage is not None:
-                self._good_failures = failures
-                self._end_span()
-                return
         self._good_failures = failures
         self._end_span()
 
