@@ -229,6 +229,10 @@ class MetricsSnapshot:
 ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "retransmissions": ("amcast_retransmissions_total", "repair datagrams sent"),
     "nack_ranges_sent": ("amcast_nacks_sent_total", "negative acknowledgements (ranges) sent"),
+    "late_copies": ("amcast_late_copies_total",
+                    "gaps a late copy closed before any repair (late, not lost)"),
+    "nacks_waited": ("amcast_nacks_waited_total",
+                     "nack timers that waited again: the gap's sender was still arriving"),
     "duplicates": ("amcast_duplicate_vertices_total", "vertices received more than once"),
     "own_echoes": ("amcast_own_echoes_total", "own datagrams received back"),
     "vertices_sent": ("amcast_vertices_sent_total", "DAG vertices this node created"),
@@ -266,6 +270,9 @@ ENGINE_GAUGES: dict[str, tuple[str, str]] = {
                          "1 while a local client reads too slowly and this daemon holds "
                          "its releases (the group slows down to it)"),
     "pending_bytes": ("amcast_pending_bytes", "submitted bytes not yet in a datagram"),
+    "nack_reorder_allowance": ("amcast_nack_reorder_allowance_seconds",
+                               "extra wait before nacking a gap known only from other "
+                               "members' acks (how late copies come here)"),
     "retransmit_buffer": ("amcast_retransmit_buffer_vertices",
                           "vertices kept for retransmission until stable"),
 }

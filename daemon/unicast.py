@@ -52,6 +52,19 @@ def resolve_now(host: str, family: int = socket.AF_INET) -> str | None:
     return str(infos[0][4][0]) if infos else None
 
 
+def send_order(me: int, peers: Mapping[int, str]) -> list[int]:
+    """The other members in the order a datagram goes to them: farthest first round the
+    ring of node ids, so the members right after this one come last. Those are the
+    members that ack this one's data at once (``protocols.session.prompt_origins``,
+    the same ring over a view's sorted members): sent to first, their acks reached the
+    others before this datagram's own copy whenever this daemon was preempted in the
+    middle of its N-1 sends, and every such member nacked a "gap" that was only late
+    (a spurious repair). Sent to last, a prompt acker can only ack what the rest were
+    already sent."""
+    after = sorted((node for node in peers if node != me), key=lambda node: (node < me, node))
+    return after[::-1]
+
+
 def open_unicast_socket(net: NetworkSection) -> socket.socket:
     family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
@@ -100,8 +113,8 @@ class UnicastTransport(DatagramSocketTransport):
     def set_peers(self, peers: Mapping[int, str], resolve: bool = False) -> None:
         """The members' addresses (a reload may change them); ``resolve`` looks names up
         now (blocking: start-up only), else they wait for the next resolution round."""
-        self.peers = {node: split_host_port(address, f"network.peers.{node}")
-                      for node, address in peers.items() if node != self.node_id}
+        self.peers = {node: split_host_port(peers[node], f"network.peers.{node}")
+                      for node in send_order(self.node_id, peers)}
         old = self.addresses
         self.addresses = {}
         for node, (host, port) in self.peers.items():
@@ -134,7 +147,11 @@ class UnicastTransport(DatagramSocketTransport):
             except OSError:
                 infos = []
             if infos and self.peers.get(node) == (host, port):
+                newcomer = node not in self.addresses
                 self.addresses[node] = (str(infos[0][4][0]), port)
+                if newcomer:  # into its place in the send order
+                    self.addresses = {n: self.addresses[n] for n in self.peers
+                                      if n in self.addresses}
                 self._failed_names.discard(host)
             elif not infos:
                 self._resolve_failed(node, host)  # keep the last good address, if any

@@ -54,6 +54,7 @@ from amcast.protocols.reliable.batching import Batcher
 from amcast.protocols.reliable.flow import SendWindow
 from amcast.protocols.reliable.layer import ReliableCounters
 from amcast.protocols.reliable.ratelimit import PeerLimiter
+from amcast.protocols.reliable.repair import Lateness
 from amcast.protocols.session import ViewSession
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator, Sealed
@@ -97,6 +98,10 @@ class NodeStats:
     vertices_sent: int = 0
     vertices_released: int = 0
     retransmissions: int = 0
+    late_copies: int = 0
+    """Gaps a late copy closed before any repair (``reliable.repair``: not losses)."""
+    nacks_waited: int = 0
+    """Nack timers that waited again because the gap's origin was still arriving."""
     nack_ranges_sent: int = 0
     duplicates: int = 0
     own_echoes: int = 0
@@ -113,6 +118,8 @@ class NodeStats:
     """Bytes of own data vertices sent and not yet stable."""
     window_bytes: int = 0
     """The byte window now (shrinks on loss, grows back with stability)."""
+    nack_reorder_allowance: float = 0.0
+    """Seconds a gap known only from others' acks waits before its first nack, now."""
     window_losses: int = 0
     """Times another member's nack of our data halved the byte window (cumulative)."""
     holding_releases: int = 0
@@ -215,6 +222,8 @@ class Node:
         self._limiter = PeerLimiter(config.repair_limits(len(self.members)))
         """Per-peer nack and repair buckets, shared by every view (a retired view's
         answers to nacks count against the same budget as the current one's)."""
+        self._lateness = Lateness(config.nack_reorder_max)
+        """How late copies come (``reliable.repair``), shared by every view."""
         state = (durable or DurableState(node_id)).restarted(incarnation_floor)
         if initial_view is not None and state.known is None:
             state = DurableState(node_id, state.incarnation, known=initial_view,
@@ -271,6 +280,10 @@ class Node:
         s.vertices_sent = c.vertices_sent
         s.vertices_released = c.vertices_released
         s.retransmissions = c.retransmissions
+        lateness = self._lateness
+        s.late_copies = lateness.samples
+        s.nacks_waited = lateness.waited_again
+        s.nack_reorder_allowance = lateness.allowance(self._now)
         s.duplicates = c.duplicates
         s.flushes = m.flushes
         s.flush_deliveries = m.flush_deliveries
@@ -656,6 +669,7 @@ class Node:
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
             counters=self._counters, events=self._events, limiter=self._limiter,
+            lateness=self._lateness,
         )
         if self._holding:
             session.hold_releases(True, now)

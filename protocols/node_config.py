@@ -90,6 +90,9 @@ class NodeConfig:
     often."""
     nack_delay: float = 0.004
     """Upper bound of the random wait before a gap is nacked (nack suppression)."""
+    nack_reorder_max: float = 0.02
+    """Most extra wait before nacking a gap known only from other members' acks: the
+    measured lateness of copies that came late (``reliable.repair``); 0 turns it off."""
     nack_retry: float = 0.05
     """Wait before nacking an unrepaired gap again (also after hearing another's nack)."""
     repair_delay: float = 0.004
@@ -178,6 +181,7 @@ class NodeConfig:
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"{name} must be >= 1")
         for name in ("ack_delay", "lazy_ack_delay", "quiet_ack_delay", "nack_delay",
+                     "nack_reorder_max",
                      "repair_delay", "repair_holdoff", "nack_rate", "nack_burst",
                      "repair_rate_bytes"):
             if getattr(self, name) < 0:

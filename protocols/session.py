@@ -43,6 +43,7 @@ from amcast.protocols.reliable.flow import SendWindow
 from amcast.protocols.reliable.holdback import CausalHoldback
 from amcast.protocols.reliable.layer import Drop, ReliableCounters, ReliableLayer
 from amcast.protocols.reliable.ratelimit import PeerLimiter
+from amcast.protocols.reliable.repair import Lateness
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex
 from amcast.protocols.wire.limits import overhead_bound
@@ -97,6 +98,7 @@ class ViewSession:
         counters: ReliableCounters,
         events: list[Event],
         limiter: PeerLimiter | None = None,
+        lateness: Lateness | None = None,
     ) -> None:
         self.view_id = view_id
         self.members = members
@@ -104,7 +106,7 @@ class ViewSession:
         self.config = config
         self.reliable = ReliableLayer(view_id, node_id, members, config=config, rng=rng,
                                       now=now, drop=drop, counters=counters,
-                                      limiter=limiter)
+                                      limiter=limiter, lateness=lateness)
         self.engine = TotalOrderEngine(list(members),
                                        ordering_for(config.rule, config.phi, len(members)))
         if config.lazy_ack_delay > config.ack_delay:

@@ -46,7 +46,7 @@ from typing import Any
 from amcast.protocols.errors import ProtocolViolation
 from amcast.protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
 from amcast.protocols.reliable.ratelimit import PeerLimiter
-from amcast.protocols.reliable.repair import NackTimers, RepairTimers
+from amcast.protocols.reliable.repair import Lateness, NackTimers, RepairTimers
 from amcast.protocols.reliable.stability import AckMatrix
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
@@ -122,9 +122,11 @@ class ReliableLayer:
         drop: Drop,
         counters: ReliableCounters,
         limiter: PeerLimiter | None = None,
+        lateness: Lateness | None = None,
     ) -> None:
         """``limiter``: the per-peer nack and repair buckets, shared by the node's views
-        (``None``: this layer's own, from ``config.repair_limits``)."""
+        (``None``: this layer's own, from ``config.repair_limits``); ``lateness``: how
+        late copies come, shared the same way (``None``: this layer's own)."""
         cfg = config
         self.view_id = view_id
         self.node_id = node_id
@@ -136,7 +138,8 @@ class ReliableLayer:
             members, receive_window=cfg.receive_window, max_held=cfg.max_held_vertices
         )
         self.acks = AckMatrix(members)
-        self._nacks = NackTimers(rng, nack_delay=cfg.nack_delay, nack_retry=cfg.nack_retry)
+        self._nacks = NackTimers(rng, nack_delay=cfg.nack_delay, nack_retry=cfg.nack_retry,
+                                 lateness=lateness or Lateness(cfg.nack_reorder_max))
         self._repairs = RepairTimers(rng, repair_delay=cfg.repair_delay,
                                      holdoff=cfg.repair_holdoff)
         self.limiter = limiter or PeerLimiter(cfg.repair_limits(len(members)))
@@ -257,12 +260,29 @@ class ReliableLayer:
         members = releaser.released
         me = self.node_id
         has_gap = releaser.has_gap
+        nacks = self._nacks
+        open_gaps = nacks.noticed
         for node in touched:
             # a duplicate's acks were never checked (``offer`` stops at the duplicate):
             # one naming a non-member must not reach the per-member tables
-            if node != me and node in members and has_gap(node):
-                self._nacks.gap_noticed(node, now)
+            if node == me or node not in members:
+                continue
+            if has_gap(node):
+                nacks.gap_noticed(node, now, self._shown_by_origin(dg, node), members[node])
+            elif open_gaps and node in open_gaps:
+                nacks.gap_closed(node, now, late_copy=not repair)
         return released
+
+    def _shown_by_origin(self, dg: Datagram, node: int) -> bool:
+        """``node``'s gap lies below a sequence number that ``node``'s own datagram (or a
+        retransmitted vertex of ``node``) carries: a copy was lost. Otherwise the gap is
+        known only from others' acks (``repair.NackTimers``: perhaps a late copy)."""
+        first = self.releaser.first_missing(node)
+        if first is None:
+            return True
+        if node == dg.sender and dg.hb_seq > first:
+            return True
+        return any(v.origin == node and v.seq > first for v in dg.vertices)
 
     def on_release(self, v: Vertex, now: float) -> None:
         """``v`` was released in causal order (received, or our own)."""
@@ -366,11 +386,14 @@ class ReliableLayer:
     def handle_timer(self, now: float) -> list[Vertex]:
         """Due nacks, repairs, ack-only vertex and heartbeat; return own released vertex."""
         releaser = self.releaser
-        for node in [] if self.retired else self._nacks.due(now):
+        nacks = self._nacks
+        for node in [] if self.retired else nacks.due(now):
             ranges = releaser.missing(node, self.cfg.max_nack_ranges)
+            if ranges and nacks.still_arriving(node, releaser.released[node], now):
+                continue
             if ranges:
                 self._nack_queue.extend((node, first, last) for first, last in ranges)
-                self._nacks.rearm(node, now)
+                nacks.rearm(node, now, releaser.released[node])
             else:
                 self._nacks.clear(node)
         for origin, seq in self._repairs.due(now):
@@ -494,7 +517,7 @@ class ReliableLayer:
         for node in self.members:
             if node != self.node_id and self.releaser.released[node] < cut[node]:
                 self.releaser.note_known(node, cut[node])
-                self._nacks.gap_noticed(node, now)
+                self._nacks.gap_noticed(node, now, True, self.releaser.released[node])
         return released
 
     def holds(self, cut: dict[int, int]) -> bool:
@@ -520,5 +543,5 @@ class ReliableLayer:
         self.retired = True
         self.frozen = True
         self._ack_deadline = None
-        self._nacks.deadlines.clear()
+        self._nacks.cancel_all()
         self._nack_queue = []

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from amcast.daemon.config import DaemonConfig, NetworkSection, split_host_port
 from amcast.daemon.transport import TransportSetupError, open_transport
-from amcast.daemon.unicast import UnicastTransport
+from amcast.daemon.unicast import UnicastTransport, send_order
+from amcast.protocols.session import prompt_origins
 from pydantic import ValidationError
 
 
@@ -47,6 +48,51 @@ async def test_each_datagram_reaches_every_other_member_once() -> None:
     finally:
         for t in transports:
             t.close()
+
+
+def test_the_members_that_ack_at_once_are_sent_to_last() -> None:
+    peers = {n: f"127.0.0.1:{4000 + n}" for n in range(8)}
+    assert send_order(2, peers) == [1, 0, 7, 6, 5, 4, 3]
+    assert send_order(0, peers) == [7, 6, 5, 4, 3, 2, 1]
+    members = tuple(range(8))
+    for me in members:
+        order = send_order(me, peers)
+        ackers = {n for n in members if me in prompt_origins(members, n, 4.0)}
+        assert set(order[-len(ackers):]) == ackers  # the prompt ackers come last
+    # a view without some members keeps the same ring order
+    assert send_order(5, {n: peers[n] for n in (0, 2, 5, 6)}) == [2, 0, 6]
+
+
+def test_a_late_resolving_peer_takes_its_place_in_the_send_order(monkeypatch: Any) -> None:
+    real = socket.getaddrinfo
+    state = {"up": False}
+
+    def dns(host: str, *args: Any, **kw: Any) -> Any:
+        if host == "late.test" and not state["up"]:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real("127.0.0.1" if host == "late.test" else host, *args, **kw)
+
+    monkeypatch.setattr(socket, "getaddrinfo", dns)
+    net = NetworkSection(transport="unicast", interface="127.0.0.1", port=free_udp_port(),
+                         peers={1: "late.test:4001", 2: "127.0.0.1:4002",
+                                3: "127.0.0.1:4003"})
+    t = UnicastTransport(net, 0)
+    try:
+        assert list(t.addresses) == [3, 2]
+
+        async def resolved(host: str, *args: Any, **kw: Any) -> Any:
+            return dns(host, *args, **kw)
+
+        state["up"] = True
+        loop = asyncio.new_event_loop()
+        try:
+            monkeypatch.setattr(loop, "getaddrinfo", resolved)
+            loop.run_until_complete(t.resolve_names())
+        finally:
+            loop.close()
+        assert list(t.addresses) == [3, 2, 1]
+    finally:
+        t.close()
 
 
 async def test_host_names_resolve_and_follow_a_moved_peer(monkeypatch: Any) -> None:
