@@ -39,6 +39,11 @@ def mount_namespaces_or_skip(directory: Path) -> None:
                     + result.stderr.decode(errors="replace").strip())
 
 
+def seen_inside(pid: int, path: Path) -> Path:
+    """``path`` as process ``pid`` sees it (its own mount namespace), from outside."""
+    return Path(f"/proc/{pid}/root") / path.relative_to("/")
+
+
 def fill(directory: Path) -> Path:
     """Write a file into ``directory`` until the filesystem is full; its path."""
     filler = directory / "filler"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from disk_helpers import fill, node3_on_tmpfs
+from disk_helpers import fill, node3_on_tmpfs, seen_inside
 
 from amcast.faultload import FaultRun
 
@@ -56,8 +56,7 @@ async def test_the_lost_record_names_every_delivery_the_full_disk_refused(
     cluster = run.cluster
     node3 = cluster.nodes[3]
     assert node3.pid is not None
-    # the daemon's view of its logs dir: its own mount namespace, seen from outside
-    logs_dir = Path(f"/proc/{node3.pid}/root") / node3.log_dir.relative_to("/")
+    logs_dir = seen_inside(node3.pid, node3.log_dir)
     log = node3.config.parent / "amcastd.log"
     await asyncio.sleep(LOAD_S)
     filler = fill(logs_dir)

@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from amcast.protocols.membership.durable import DurableState
-from disk_helpers import fill, node3_on_tmpfs
+from disk_helpers import fill, node3_on_tmpfs, seen_inside
 
 from amcast.faultload import FaultRun
 
@@ -39,8 +38,7 @@ async def test_a_full_disk_holds_the_daemon_back_until_its_ballot_is_written(
     cluster = run.cluster
     node3 = cluster.nodes[3]
     assert node3.pid is not None
-    # the daemon's view of its state dir: its own mount namespace, seen from outside
-    state_dir = Path(f"/proc/{node3.pid}/root") / node3.config.parent.relative_to("/") / "state"
+    state_dir = seen_inside(node3.pid, node3.config.parent / "state")
     log = node3.config.parent / "amcastd.log"
     state_file = state_dir / "node-3.state"
     before = state_file.read_bytes()
