@@ -4,9 +4,10 @@ PATH is a state file (``node-<id>.state``) or a ``node.state_dir`` (every state 
 it). For each: the daemon life's incarnation, the last view it knew (its members with
 their incarnations, the list of potential members its successor's quorum counts, and how
 many of them must agree), the highest view id it saw, the ballot it promised and the
-proposal it accepted. It reads the file only: run it beside a stopped or a running
-daemon. Use it when a restarted cluster forms no view (docs/membership.md, *Shrinking
-the member list*). A missing file is exit status 1, a damaged one 2.
+proposal it accepted (and whether it held that proposal's cut). It reads the file only:
+run it beside a stopped or a running daemon. Use it when a restarted cluster forms no
+view (docs/membership.md, *Shrinking the member list*). A missing file is exit status 1,
+a damaged one 2.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def as_dict(path: Path, s: DurableState) -> dict[str, Any]:
     if s.accepted is not None:
         ballot, proposal = s.accepted
         accepted = {"ballot": [ballot.number, ballot.node], "view": _view(proposal.view),
-                    "after": None if proposal.prev is None else proposal.prev.view_id}
+                    "after": None if proposal.prev is None else proposal.prev.view_id,
+                    "held_cut": s.accepted_held}
     return {"file": str(path), "node": s.node_id, "incarnation": s.incarnation,
             "last_view": _view(s.known), "max_view_id": s.max_view_id,
             "promised": [s.promised.number, s.promised.node], "accepted": accepted}
@@ -105,7 +107,8 @@ def describe(d: dict[str, Any]) -> list[str]:
         nodes = [int(n) for n in a["view"]["members"]]
         lines.append(f"  accepted: view {a['view']['id']} of {nodes} "
                      f"after view {a['after']}, at ballot {a['ballot'][0]} of node "
-                     f"{a['ballot'][1]}")
+                     f"{a['ballot'][1]}"
+                     + ("" if a["held_cut"] else ", not holding its cut"))
     return lines
 
 

@@ -20,13 +20,28 @@ Coordinator (``Round``), for ballot b:
    members = the promisers (minus those leaving), cut = ``cut.compute_cut`` over the
    promisers that installed W, id above every id seen. ``ACCEPT(b, proposal)``.
 3. A member accepts (if it promised nothing higher), repairs W up to the cut and then
-   answers ``ACCEPTED``: a decided proposal is held in full by a majority.
-4. With acceptances from a majority of W's potential members: decided, ``INSTALL``.
+   answers ``ACCEPTED``; any other acceptor votes at once. A vote says whether its
+   acceptor *holds* the cut: it is a member of W with every vertex up to the cut, and
+   it will deliver them (a member of the new view, or a member leaving gracefully).
+   A restarted daemon or one excluded from the new view votes without holding it.
+4. With acceptances from a majority of W's potential members, and, when the cut is not
+   empty, the vote of a holder (in this ballot or, as a promise reports, an earlier
+   one): decided, ``INSTALL``.
+
+The holder rule is what lets a member excluded from the new view tell its clients that
+its messages inside the cut were delivered (``Node._view_closed``): somebody who
+delivers the cut had all of it. Without it a majority of votes from acceptors holding
+nothing could decide a cut that no live member can complete (membership sweep seed
+310001: the only live member of the new view lacked vertices of a member killed
+mid-flush). Phase 2's reproposal rule (``_may_be_chosen``) counts holders the same way,
+so a later round keeps every value that could have been decided and drops one that
+could not.
 
 Safety comes from Paxos (two majorities of W's potential members meet, so a later
 round sees a possibly decided value and keeps it) and from the durable acceptor state
-(``durable``); liveness from each node's failure detector (the lowest live node
-coordinates) and randomized back-off when ballots collide.
+(``durable``, which keeps whether the vote was a holder's); liveness from each node's
+failure detector (the lowest live node coordinates) and randomized back-off when
+ballots collide.
 """
 
 from __future__ import annotations
@@ -60,12 +75,21 @@ class Round:
     phase: str = PREPARE
     promises: dict[int, Promise] = field(default_factory=dict)
     accepted: set[int] = field(default_factory=set)
+    holders: set[int] = field(default_factory=set)
+    """Acceptors known to have voted for ``proposal`` as holders (``needs_holder``)."""
     proposal: Proposal | None = None
     acceptors: tuple[int, ...] = ()
     """Potential members whose majority decides (the previous view's)."""
     expected: int | None = None
     retry_at: float = 0.0
     heard_in_view: set[int] = field(default_factory=set)
+
+    def decided(self, expected_votes: int | None) -> bool:
+        """Phase 2 is over: a majority of ``acceptors`` voted for the proposal and, if its
+        cut needs one, a holder did (``needs_holder``)."""
+        assert self.proposal is not None
+        return (has_quorum(self.accepted, self.acceptors, expected_votes)
+                and (bool(self.holders) or not needs_holder(self.proposal)))
 
     def waiting_for(self) -> set[int]:
         if self.phase == PREPARE:
@@ -85,16 +109,54 @@ def latest_known(promises: dict[int, Promise], own: ViewRecord | None) -> ViewRe
     return best
 
 
+def needs_holder(proposal: Proposal) -> bool:
+    """Deciding ``proposal`` takes the vote of a *holder*: its cut is not empty (some
+    promiser released vertices of the closed view), so somebody who delivers them must
+    have had them all. A holder is a member of the closed view, in the same
+    incarnation, that has every vertex up to the cut when it votes, and will deliver
+    them: a member of the new view (its flush), or a member leaving gracefully (it
+    closes its last view at the cut before it goes)."""
+    return any(seq > 0 for _, seq in proposal.cut)
+
+
+def may_hold(proposal: Proposal, member: Member) -> bool:
+    """Only a member of the closed view (same incarnation) can hold its cut."""
+    return proposal.prev is not None and member in proposal.prev.members
+
+
+def presumed_holder(proposal: Proposal, voter: Member) -> bool:
+    """What a vote that does not say (``Accepted.held`` is ``None``) is taken for: a
+    holder's if it comes from a member of both views, who votes only once it holds the
+    cut (daemons of older versions never say; ours say only when this is wrong)."""
+    return voter in proposal.view.members and may_hold(proposal, voter)
+
+
+def reported_holders(proposal: Proposal, promises: dict[int, Promise]) -> set[int]:
+    """Promisers whose vote for ``proposal`` was a holder's (an acceptor's durable record
+    says so across its restarts)."""
+    nodes = set(proposal.prev.nodes) if proposal.prev is not None else set()
+    return {node for node, p in promises.items()
+            if node in nodes and p.accepted is not None and p.accepted[1] == proposal
+            and p.accepted_held}
+
+
 def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
                    acceptors: tuple[int, ...], expected_votes: int | None) -> bool:
-    """Could a majority of ``acceptors`` have accepted ``proposal``? Those that promised
-    and report it, plus every acceptor we did not hear from. (If a value was chosen, every
-    later proposal carries it, so its acceptors in our quorum report it, whatever ballot
-    they last accepted; only the highest-ballot value can be the chosen one.)"""
+    """Could ``proposal`` have been decided? A majority of ``acceptors`` could have
+    accepted it (those that promised and report it, plus every acceptor we did not hear
+    from) and, if it needs one, a holder could have voted for it (one reports it, or a
+    member of the closed view was not heard from). (If a value was chosen, every later
+    proposal carries it, so its acceptors in our quorum report it, whatever ballot they
+    last accepted; only the highest-ballot value can be the chosen one.)"""
+    unheard = set(acceptors) - set(promises)
     support = {node for node, p in promises.items()
                if p.accepted is not None and p.accepted[1] == proposal}
-    support |= set(acceptors) - set(promises)
-    return has_quorum(support, acceptors, expected_votes)
+    if not has_quorum(support | unheard, acceptors, expected_votes):
+        return False
+    if not needs_holder(proposal):
+        return True
+    prev_nodes = set(proposal.prev.nodes) if proposal.prev is not None else set()
+    return bool(reported_holders(proposal, promises) or prev_nodes & unheard)
 
 
 def choose_proposal(

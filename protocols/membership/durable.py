@@ -28,9 +28,9 @@ from amcast.protocols.wire.membership import (
     Ballot,
     Proposal,
     ViewRecord,
-    proposal_obj,
+    accepted_obj,
+    read_accepted,
     read_ballot,
-    read_proposal,
     read_view,
     view_obj,
 )
@@ -44,6 +44,8 @@ class DurableState:
     incarnation: int = 0
     promised: Ballot = ZERO_BALLOT
     accepted: tuple[Ballot, Proposal] | None = None
+    accepted_held: bool = True
+    """The vote for ``accepted`` was cast holding its cut (``Promise.accepted_held``)."""
     known: ViewRecord | None = None
     """The latest view this node installed or learned was decided."""
     max_view_id: int = 0
@@ -57,8 +59,7 @@ class DurableState:
     def encode(self) -> bytes:
         accepted = None
         if self.accepted is not None:
-            accepted = [[self.accepted[0].number, self.accepted[0].node],
-                        proposal_obj(self.accepted[1])]
+            accepted = accepted_obj(self.accepted, self.accepted_held)
         obj = [FORMAT, self.node_id, self.incarnation, [self.promised.number, self.promised.node],
                accepted, view_obj(self.known), self.max_view_id]
         return msgpack.packb(obj, use_bin_type=True)
@@ -71,13 +72,11 @@ class DurableState:
             if type(obj) is not list or len(obj) != 7 or obj[0] != FORMAT:
                 raise DecodeError("bad_state", "format")
             limits = WireLimits()
-            accepted = None
-            if obj[4] is not None:
-                accepted = (read_ballot(obj[4][0]), read_proposal(obj[4][1], limits))
+            accepted, held = read_accepted(obj[4], limits)
             state = DurableState(
                 node_id=read_int(obj[1], 0, MAX_NODE_ID, "node id"),
                 incarnation=read_int(obj[2], 0, MAX_INCARNATION, "incarnation"),
-                promised=read_ballot(obj[3]), accepted=accepted,
+                promised=read_ballot(obj[3]), accepted=accepted, accepted_held=held,
                 known=read_view(obj[5], limits),
                 max_view_id=read_int(obj[6], 0, MAX_VIEW_ID, "max view id"),
             )

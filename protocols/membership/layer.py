@@ -51,7 +51,17 @@ from amcast.protocols.events import (
     ViewInstalled,
     ViewProposed,
 )
-from amcast.protocols.membership.agreement import ACCEPT, INSTALL, PREPARE, Round, choose_proposal
+from amcast.protocols.membership.agreement import (
+    ACCEPT,
+    INSTALL,
+    PREPARE,
+    Round,
+    choose_proposal,
+    may_hold,
+    needs_holder,
+    presumed_holder,
+    reported_holders,
+)
 from amcast.protocols.membership.detector import FailureDetector
 from amcast.protocols.membership.durable import DurableState
 from amcast.protocols.membership.quorum import has_quorum
@@ -496,7 +506,8 @@ class MembershipLayer:
         if self.session is not None and self.view is not None:
             availability = self.session.reliable.availability(self.cfg.max_held_report)
         return Promise(ballot, d.known, self.view.view_id if self.view else 0, d.accepted,
-                       availability, self.settings, self.last_delivered)
+                       availability, self.settings, self.last_delivered,
+                       d.accepted_held or d.accepted is None)
 
     def _on_promise(self, sender: int, incarnation: int, msg: Promise, now: float) -> None:
         r = self.round
@@ -539,33 +550,58 @@ class MembershipLayer:
         if closing:
             assert self.session is not None
             if self.session.reliable.exceeds(dict(proposal.cut)):
-                self._accepted(ballot, proposal)  # a vote; we will not install it (above)
+                # a vote, not a holder's; we will not install it (``_decided``)
+                self._accepted(ballot, proposal, held=False)
                 return
             self.session.close_at(dict(proposal.cut), now)
             self.accept_wait = (ballot, proposal)
             self._check_waits(now)
         else:
-            self._accepted(ballot, proposal)
+            self._accepted(ballot, proposal, held=self._leaver_holding(proposal))
 
-    def _accepted(self, ballot: Ballot, proposal: Proposal) -> None:
-        """Vote for ``proposal``: the vote is recorded durably when it is cast (after the
-        view's cut is held here), since only cast votes can make it decided."""
-        if self.durable.promised > ballot:
+    def _leaver_holding(self, proposal: Proposal) -> bool:
+        """A graceful leaver holding the cut of its last view: once the view without it
+        is decided it closes that view at the cut, delivering it all (``_excluded_by``)."""
+        session = self.session
+        return (self.leaving and not self.abandoned and session is not None
+                and proposal.prev is not None and session.view_id == proposal.prev.view_id
+                and self.me in proposal.prev.members and not session.reliable.exceeds(
+                    dict(proposal.cut)) and session.reliable.holds(dict(proposal.cut)))
+
+    def _accepted(self, ballot: Ballot, proposal: Proposal, *, held: bool) -> None:
+        """Vote for ``proposal`` (``held``: as a holder of its cut, ``needs_holder``): the
+        vote is recorded durably when it is cast, since only cast votes can make it
+        decided. Once this node held a proposal's cut, its later votes for that same
+        proposal say so too (the record is what later rounds judge it by)."""
+        d = self.durable
+        if d.promised > ballot:
             return  # promised a later ballot meanwhile: this vote may not be cast any more
-        self._update_durable(accepted=(ballot, proposal))
+        needed = needs_holder(proposal)  # an empty cut: every vote holds it, trivially
+        held = held or not needed or (d.accepted is not None and d.accepted[1] == proposal
+                                      and d.accepted_held)
+        self._update_durable(accepted=(ballot, proposal), accepted_held=held)
         if ballot.node == self.node_id:
             r = self.round
             if r is not None and r.ballot == ballot and r.phase == ACCEPT:
                 r.accepted.add(self.node_id)
-        else:
-            self._send(Accepted(ballot, proposal.view.view_id))
+                if held and may_hold(proposal, self.me):
+                    r.holders.add(self.node_id)
+        else:  # said only where it matters and differs from what is presumed (older
+            # daemons drop a vote that says)
+            said = held if needed and held != presumed_holder(proposal, self.me) else None
+            self._send(Accepted(ballot, proposal.view.view_id, said))
 
     def _on_accepted(self, sender: int, incarnation: int, msg: Accepted, now: float) -> None:
         r = self.round
         if r is None or r.phase != ACCEPT or msg.ballot != r.ballot:
             return
+        assert r.proposal is not None
         if sender in r.promises:
             r.accepted.add(sender)
+            voter = Member(sender, incarnation)
+            held = msg.held if msg.held is not None else presumed_holder(r.proposal, voter)
+            if held and may_hold(r.proposal, voter):
+                r.holders.add(sender)
         self._progress_accept(now)
 
     def _on_install(self, sender: int, incarnation: int, msg: Install, now: float) -> None:
@@ -598,7 +634,7 @@ class MembershipLayer:
         self._learn(new)
         d = self.durable
         if d.accepted is not None and d.accepted[1].view.view_id <= new.view_id:
-            self._update_durable(accepted=None)
+            self._update_durable(accepted=None, accepted_held=True)
         current = self.view.view_id if self.view is not None else 0
         if (new.view_id <= current
                 or (self.install_wait and self.install_wait[0].view == new)
@@ -679,7 +715,7 @@ class MembershipLayer:
             ballot, proposal = self.accept_wait
             if session.reliable.holds(dict(proposal.cut)):
                 self.accept_wait = None
-                self._accepted(ballot, proposal)
+                self._accepted(ballot, proposal, held=True)
                 if self.round is not None and self.round.ballot == ballot:
                     self._progress_accept(now)
         if self.install_wait is not None:
@@ -813,6 +849,7 @@ class MembershipLayer:
         known = proposal.prev
         r.phase = ACCEPT
         r.proposal = proposal
+        r.holders = reported_holders(proposal, r.promises)
         r.acceptors = known.potential if known is not None else self.potential
         r.deadline = now + self.cfg.flush_timeout
         r.retry_at = now + self.cfg.membership_retry
@@ -828,8 +865,8 @@ class MembershipLayer:
             return
         if r.waiting_for() and now < r.deadline:
             return
-        if has_quorum(r.accepted, r.acceptors, self.cfg.expected_votes):
-            assert r.proposal is not None
+        assert r.proposal is not None
+        if r.decided(self.cfg.expected_votes):
             r.phase = INSTALL
             r.deadline = now + 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
             r.retry_at = now + self.cfg.membership_retry

@@ -12,7 +12,9 @@ vocabulary. A membership datagram is ``[5, sender, view, incarnation, type, body
   candidate members; each candidate freezes its view and answers with what it knows,
   what it accepted, and the vertices it holds of its view: its *availability*).
 - ``ACCEPT`` / ``ACCEPTED``: phase 2 (the proposal: next view and the cut that closes
-  the previous one; a member answers once it holds everything up to the cut).
+  the previous one; a member answers once it holds everything up to the cut; a vote
+  may say whether its voter is a *holder*: a member of the closed view with every vertex
+  up to the cut, which will deliver them).
 - ``INSTALL``: the decision; every member installs the view, every other node learns it.
 - ``REFUSE``: a join refused, with a reason (configuration mismatch, duplicate node id,
   not a listed member).
@@ -173,6 +175,10 @@ class Promise:
     availability: Availability | None
     settings: Settings
     last_delivered: Position | None
+    accepted_held: bool = True
+    """The promiser's vote for ``accepted`` was a holder's (``agreement.needs_holder``), or
+    the proposal needs none. ``True`` where a daemon of an older version did not say:
+    such a vote may have been a holder's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +199,10 @@ class Accept:
 class Accepted:
     ballot: Ballot
     view_id: int
+    held: bool | None = None
+    """The voter is a *holder* of the proposal's cut (``agreement.needs_holder``).
+    ``None``: a daemon of an older version, which does not say (it votes as a member of
+    the new view only once it holds the cut)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +281,7 @@ def encode_message(msg: Message) -> tuple[int, list[Any]]:
     elif isinstance(msg, Promise):
         accepted = None
         if msg.accepted is not None:
-            accepted = [_ballot(msg.accepted[0]), proposal_obj(msg.accepted[1])]
+            accepted = accepted_obj(msg.accepted, msg.accepted_held)
         avail = None
         if msg.availability is not None:
             a = msg.availability
@@ -286,6 +296,8 @@ def encode_message(msg: Message) -> tuple[int, list[Any]]:
         body = [_ballot(msg.ballot), proposal_obj(msg.proposal)]
     elif isinstance(msg, Accepted):
         body = [_ballot(msg.ballot), msg.view_id]
+        if msg.held is not None:
+            body.append(msg.held)
     elif isinstance(msg, Refuse):
         body = [_members((msg.target,)), msg.reason.encode("ascii"),
                 msg.detail.encode("ascii", "replace")[:200]]
@@ -366,6 +378,27 @@ def read_proposal(obj: Any, limits: WireLimits) -> Proposal:
     return Proposal(view, prev, cut)
 
 
+def accepted_obj(accepted: tuple[Ballot, Proposal], held: bool) -> list[Any]:
+    """A vote as promises and the durable state carry it: ``[ballot, proposal]`` for a
+    holder's vote or one that needs no holder (the form older daemons write and read),
+    ``[ballot, proposal, false]`` otherwise."""
+    obj = [_ballot(accepted[0]), proposal_obj(accepted[1])]
+    if not held:
+        obj.append(False)
+    return obj
+
+
+def read_accepted(obj: Any, limits: WireLimits) -> tuple[tuple[Ballot, Proposal] | None, bool]:
+    """``accepted_obj`` read back, or ``None``: ``(vote, held)``."""
+    if obj is None:
+        return None, True
+    fields = read_list(obj, "accepted")
+    if len(fields) not in (2, 3):
+        raise DecodeError("bad_field", "accepted arity")
+    held = read_bool(fields[2], "accepted held") if len(fields) == 3 else True
+    return (read_ballot(fields[0]), read_proposal(fields[1], limits)), held
+
+
 def _read_settings(obj: Any, limits: WireLimits) -> Settings:
     fields = read_list(obj, "settings")
     if len(fields) != 5:
@@ -417,8 +450,8 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
     kind = MsgType(code)
     body = read_list(obj, "membership body")
     arity = {MsgType.JOIN: 4, MsgType.PREPARE: 3, MsgType.PROMISE: 7, MsgType.REJECT: 4,
-             MsgType.ACCEPT: 2, MsgType.ACCEPTED: 2, MsgType.INSTALL: 2, MsgType.REFUSE: 3}
-    if len(body) != arity[kind]:
+             MsgType.ACCEPT: 2, MsgType.ACCEPTED: 3, MsgType.INSTALL: 2, MsgType.REFUSE: 3}
+    if len(body) != arity[kind] and not (kind is MsgType.ACCEPTED and len(body) == 2):
         raise DecodeError("bad_field", f"{kind.name.lower()} arity")
     if kind is MsgType.JOIN:
         return Join(_read_settings(body[0], limits),
@@ -428,23 +461,19 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
         candidates = _read_members(body[1], limits, "candidates")
         return Prepare(read_ballot(body[0]), candidates, read_view(body[2], limits))
     if kind is MsgType.PROMISE:
-        accepted = None
-        if body[3] is not None:
-            pair = read_list(body[3], "accepted")
-            if len(pair) != 2:
-                raise DecodeError("bad_field", "accepted arity")
-            accepted = (read_ballot(pair[0]), read_proposal(pair[1], limits))
+        accepted, held = read_accepted(body[3], limits)
         return Promise(read_ballot(body[0]), read_view(body[1], limits),
                        read_int(body[2], 0, MAX_VIEW_ID, "installed view"), accepted,
                        _read_availability(body[4], limits), _read_settings(body[5], limits),
-                       _read_position(body[6]))
+                       _read_position(body[6]), held)
     if kind is MsgType.REJECT:
         return Reject(read_ballot(body[0]), read_ballot(body[1]),
                       read_text(body[2], "reason"), read_text(body[3], "detail"))
     if kind is MsgType.ACCEPT:
         return Accept(read_ballot(body[0]), read_proposal(body[1], limits))
     if kind is MsgType.ACCEPTED:
-        return Accepted(read_ballot(body[0]), read_int(body[1], 1, MAX_VIEW_ID, "view id"))
+        held = read_bool(body[2], "held") if len(body) == 3 else None
+        return Accepted(read_ballot(body[0]), read_int(body[1], 1, MAX_VIEW_ID, "view id"), held)
     if kind is MsgType.INSTALL:
         return Install(read_ballot(body[0]), read_proposal(body[1], limits))
     targets = _read_members(body[0], limits, "refused member")

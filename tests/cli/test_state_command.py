@@ -21,7 +21,8 @@ def write(directory: Path) -> None:
         DurableState(0, incarnation=11, known=OLD, max_view_id=5).encode())
     StateFile(str(directory), 1).write(DurableState(
         1, incarnation=12, promised=Ballot(7, 0), known=OLD, max_view_id=6,
-        accepted=(Ballot(7, 0), Proposal(NEXT, OLD, ((0, 9), (1, 9), (2, 8))))).encode())
+        accepted=(Ballot(7, 0), Proposal(NEXT, OLD, ((0, 9), (1, 9), (2, 8)))),
+        accepted_held=False).encode())
 
 
 def test_a_state_dir_in_words_and_as_json(tmp_path: Path) -> None:
@@ -44,7 +45,8 @@ def test_a_state_dir_in_words_and_as_json(tmp_path: Path) -> None:
         "protocol.expected_votes; and a majority of node.members, if that differs)",
         "  highest view id seen: 6",
         "  promised: ballot 7 of node 0",
-        "  accepted: view 6 of [0, 1] after view 5, at ballot 7 of node 0",
+        "  accepted: view 6 of [0, 1] after view 5, at ballot 7 of node 0, not holding "
+        "its cut",
     ]
     r = amcast("state", str(tmp_path / "node-1.state"), "--json")
     (d,) = [json.loads(line) for line in r.out.splitlines()]
@@ -52,6 +54,7 @@ def test_a_state_dir_in_words_and_as_json(tmp_path: Path) -> None:
     assert d["last_view"] == {"id": 5, "previous": 4, "members": {"0": 11, "1": 12, "2": 13},
                               "listed": [0, 1, 2], "needed": 2}
     assert d["accepted"]["view"]["id"] == 6 and d["accepted"]["after"] == 5
+    assert d["accepted"]["held_cut"] is False
 
 
 def test_missing_damaged_and_misnamed_files_are_one_line(tmp_path: Path) -> None:

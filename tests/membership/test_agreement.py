@@ -3,7 +3,9 @@
 A new proposal takes the promisers minus the leavers, an id above every id seen, the cut
 from the promisers that installed the latest known view, and that view as ``prev``. An
 accepted proposal that a majority could have accepted is proposed again unchanged (it may
-have been decided); the highest ballot's is the only candidate. Promises must come from a
+have been decided); the highest ballot's is the only candidate. A proposal with a cut that
+is not empty could have been decided only with the vote of a member of the closed view
+that held the cut. Promises must come from a
 majority of the known view's potential members; the new view needs a majority of the
 coordinator's potential members.
 """
@@ -18,6 +20,10 @@ from amcast.protocols.membership.agreement import (
     Round,
     choose_proposal,
     latest_known,
+    may_hold,
+    needs_holder,
+    presumed_holder,
+    reported_holders,
 )
 from amcast.protocols.membership.quorum import has_quorum, needed
 from amcast.protocols.wire.membership import (
@@ -40,10 +46,11 @@ V5 = ViewRecord(5, tuple(Member(n, 1) for n in (1, 2, 3, 4)), POTENTIAL, 4)
 
 def promise(known: ViewRecord | None, installed: int = 0,
             accepted: tuple[Ballot, Proposal] | None = None,
-            availability: Availability | None = None) -> Promise:
+            availability: Availability | None = None, *, held: bool = True) -> Promise:
     if installed == 0 and known is not None:
         installed = known.view_id
-    return Promise(Ballot(20, 1), known, installed, accepted, availability, SETTINGS, None)
+    return Promise(Ballot(20, 1), known, installed, accepted, availability, SETTINGS, None,
+                   held)
 
 
 def choose(promises: dict[int, Promise], *, own_known: ViewRecord | None = V5,
@@ -209,6 +216,76 @@ def test_a_lower_ballot_is_not_chosen_when_the_highest_cannot_have_been() -> Non
     proposal, why = choose(promises)
     assert why == "new" and proposal not in (low, high)
     assert proposal is not None and proposal.view.view_id == 9
+
+
+# A successor of V5 with a cut that is not empty: deciding it takes the vote of a
+# *holder*, a member of V5 that had every vertex up to the cut (a daemon killed
+# mid-flush may have taken vertices of the cut with it; its restart and members
+# excluded from the new view vote without holding it: membership sweep seed 310001).
+CUT = Proposal(ViewRecord(7, (Member(1, 1), Member(2, 1)), POTENTIAL, 5), V5,
+               ((1, 9), (2, 9), (3, 9), (4, 9)))
+
+
+def test_a_cut_that_is_not_empty_needs_a_holder_and_only_members_of_the_view_hold() -> None:
+    assert needs_holder(CUT)
+    assert not needs_holder(successor(7, (1, 2), V5))  # a cut of zeros: nothing to hold
+    assert not needs_holder(Proposal(ViewRecord(1, (Member(1, 1),), POTENTIAL, 0), None, ()))
+    assert may_hold(CUT, Member(3, 1))  # a member of V5, excluded or leaving: it may
+    assert not may_hold(CUT, Member(1, 2))  # a later incarnation holds nothing of V5
+    assert not may_hold(CUT, Member(5, 1))  # not a member of V5
+    # a vote that does not say (older daemons): a holder's if from a member of both views
+    assert presumed_holder(CUT, Member(1, 1))
+    assert not presumed_holder(CUT, Member(3, 1))  # excluded from view 7
+    assert not presumed_holder(CUT, Member(1, 2))
+    vote = (Ballot(15, 1), CUT)
+    promises = {1: promise(V5, accepted=vote, held=False), 2: promise(V5, accepted=vote),
+                5: promise(V5, accepted=vote)}  # node 5 is no member of V5: not its word
+    assert reported_holders(CUT, promises) == {2}
+    promises[2] = promise(V5, accepted=(Ballot(15, 1), successor(7, (1, 2), V5)))
+    assert reported_holders(CUT, promises) == set()
+
+
+def test_a_proposal_only_acceptors_not_holding_its_cut_voted_for_is_not_proposed_again(
+) -> None:
+    vote = (Ballot(15, 1), CUT)
+    promises = {1: promise(V5), 2: promise(V5), 3: promise(V5, accepted=vote, held=False),
+                4: promise(V5, accepted=vote, held=False)}
+    # a majority could have voted for it (3, 4, and 5 unheard), but no holder did: it
+    # cannot have been decided
+    proposal, why = choose(promises)
+    assert why == "new" and proposal is not None and proposal != CUT
+    assert proposal.view.nodes == (1, 2, 3, 4) and proposal.view.view_id == 8
+    # an old daemon's promise does not say whether its vote held the cut: read as held
+    promises[4] = promise(V5, accepted=vote)
+    assert choose(promises) == (CUT, "reproposed")
+
+
+def test_a_majority_of_votes_decides_only_with_a_holders_among_them() -> None:
+    r = Round(Ballot(20, 1), {n: Member(n, 1) for n in (1, 3, 4)}, 0.0, 1.0, "test",
+              phase=ACCEPT, proposal=CUT, acceptors=POTENTIAL)
+    r.accepted = {1, 3, 4}  # a majority of five, none holding the cut
+    assert not r.decided(None)
+    r.holders = {1}
+    assert r.decided(None)
+    r.accepted = {1, 3}
+    assert not r.decided(None)  # a holder, but no majority
+    empty = Round(Ballot(20, 1), {}, 0.0, 1.0, "test", phase=ACCEPT,
+                  proposal=successor(7, (1, 2, 3), V5), acceptors=POTENTIAL, accepted={1, 3, 4})
+    assert empty.decided(None)  # a cut of zeros needs no holder
+    assert not empty.decided(7)  # expected votes still raise the bar
+
+
+def test_a_proposal_a_holder_did_or_may_have_voted_for_is_proposed_again() -> None:
+    vote = (Ballot(15, 1), CUT)
+    promises = {1: promise(V5), 2: promise(V5, accepted=vote),
+                3: promise(V5, accepted=vote, held=False)}
+    assert choose(promises) == (CUT, "reproposed")
+    # node 4, a member of V5, was not heard from: it may have voted holding the cut
+    promises = {1: promise(V5), 2: promise(V5), 3: promise(V5, accepted=vote, held=False)}
+    assert choose(promises) == (CUT, "reproposed")
+    # a holder's vote alone is no majority
+    promises = {1: promise(V5, accepted=vote), 2: promise(V5), 3: promise(V5), 4: promise(V5)}
+    assert choose(promises)[1] == "new"
 
 
 def test_the_new_view_needs_a_majority_of_the_coordinators_potential_members() -> None:

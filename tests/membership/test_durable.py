@@ -3,6 +3,8 @@ and the next incarnation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import pytest
 from amcast.protocols.errors import ConfigurationError
@@ -23,7 +25,7 @@ FIRST = DurableState(
     accepted=(Ballot(1, 1), Proposal(ViewRecord.agreed([1, 2, 3]), None, ())), known=None,
 )
 STATES = [DurableState(node_id=0), DurableState(node_id=2**32 - 1, incarnation=2**63 - 1),
-          FULL, FIRST]
+          FULL, FIRST, replace(FULL, accepted_held=False)]
 FUZZ = settings(max_examples=2000, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
@@ -31,6 +33,16 @@ FUZZ = settings(max_examples=2000, derandomize=True, database=None, deadline=Non
 @pytest.mark.parametrize("state", STATES)
 def test_round_trip(state: DurableState) -> None:
     assert DurableState.decode(state.encode(), state.node_id) == state
+
+
+def test_a_vote_recorded_by_an_older_version_reads_as_a_holders() -> None:
+    """Before votes said whether they held the cut, the record was ``[ballot, proposal]``:
+    read as held, the cautious reading (a later round keeps the proposal)."""
+    obj = msgpack.unpackb(replace(FULL, accepted_held=False).encode())
+    assert obj[4][2] is False
+    obj[4] = obj[4][:2]
+    state = DurableState.decode(msgpack.packb(obj), 2)
+    assert state.accepted == FULL.accepted and state.accepted_held
 
 
 def test_state_of_another_node_is_refused() -> None:
@@ -70,6 +82,7 @@ def damaged(data: bytes, node_id: int = 2) -> None:
         [FORMAT, 2, 1, [0, 0], None, None, 1.5],  # max_view_id not an int
         [FORMAT, 2, 1, [0], None, None, 0],  # ballot arity
         [FORMAT, 2, 1, [0, 0], [[1, 1]], None, 0],  # accepted without a proposal
+        [FORMAT, 2, 1, [0, 0], [[1, 1], [[1, [], [], 0], None, []], 1], None, 0],  # held
         [FORMAT, 2, 1, [0, 0], 7, None, 0],
         [FORMAT, 2, 1, [0, 0], b"xx", None, 0],
         [FORMAT, 2, 1, [0, 0], {0: 1}, None, 0],

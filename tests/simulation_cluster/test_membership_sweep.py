@@ -83,18 +83,14 @@ def test_slower_heartbeats_break_liveness_at_high_loss() -> None:
 
 
 # A 2,000-seed sweep (seeds 310000-311999, n 3..8, --messages 12) on 2026-11-26 found
-# one seed failing with the late-copy nack rules and two others failing on the code just
-# before them (310888: validity and liveness; 310954: liveness; both pass now): schedule
-# corner cases of the membership protocol, which any change of timing moves between
-# seeds. Open, kept as a strict xfail. Seed 310001 (n = 3, S-ToTo, 20% loss; node 2
-# paused, node 1 leaves): view 6 = {0, 1} is decided with view 3's cut, but node 1 leaves
-# before its flush completes and nobody ever installs view 6; view 11 follows view 6.
-# Node 2 (excluded from view 6) reports its message 23, inside the cut, as
-# ``delivered_elsewhere``. Nodes 0 and 1 did deliver it in view 3 here, but no member
-# completed view 3, so nothing guarantees that in general: a cut delivered by nobody
-# would be a message lost silently. The checker rightly refuses to credit it.
-@pytest.mark.xfail(strict=True, reason="a decided view nobody installs: delivered_elsewhere "
-                                       "is not backed by a complete member")
-def test_a_cut_of_a_view_nobody_installed_is_not_claimed_delivered() -> None:
+# seed 310001 (n = 3, S-ToTo, 20% loss; node 2 paused, node 1 leaving, then killed and
+# restarted mid-flush). View 6 = {0, 1} was decided with a cut that held vertices only
+# the killed node 1 had: the votes that decided it came from node 1's restart and the
+# excluded node 2, neither of which holds the cut. Node 0, the only live member, could
+# never complete the cut, so nobody installed view 6; node 2 still told its client that
+# its message inside the cut was delivered (validity). A cut that is not empty now takes
+# the vote of a holder (``agreement.needs_holder``): view 6 is dropped and view 8 =
+# {0, 1} closes view 3 at node 0's cut.
+def test_a_cut_only_acceptors_not_holding_it_voted_for_is_not_decided() -> None:
     outcome = seed_outcome(310001, n_range=(3, 8), messages_per_node=36)
     assert outcome.violations == ()

@@ -9,6 +9,8 @@ succeeding itself) are refused, and any bytes at all decode or raise ``DecodeErr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgpack
 import pytest
 from amcast.protocols.errors import DecodeError
@@ -79,11 +81,14 @@ SAMPLES: list[Message] = [
     Promise(Ballot(9, 1), V4, 4, None, AVAIL, SETTINGS, (4, 99)),
     Promise(Ballot(9, 1), V4, 3, (Ballot(8, 2), PROPOSAL), AVAIL, SETTINGS, (3, 5)),
     Promise(Ballot(1, 1), None, 0, (Ballot(1, 1), FIRST), None, SETTINGS, None),
+    Promise(Ballot(9, 1), V4, 4, (Ballot(8, 2), PROPOSAL), None, SETTINGS, (4, 0), False),
     Reject(Ballot(9, 1), Ballot(11, 2), "stale_ballot", "promised 11.2"),
     Reject(Ballot(0, 0), Ballot(0, 0), "", ""),
     Accept(Ballot(9, 1), PROPOSAL),
     Accept(Ballot(1, 1), FIRST),
     Accepted(Ballot(9, 1), 6),
+    Accepted(Ballot(9, 1), 6, True),
+    Accepted(Ballot(9, 1), 6, False),
     Install(Ballot(9, 1), PROPOSAL),
     Install(Ballot(2**40, MAX_NODE_ID), FIRST),
     Refuse(Member(4, 2), "settings_mismatch", "rule: 'gltoto' here, 'lex' there"),
@@ -107,6 +112,38 @@ def test_every_membership_message_round_trips(message: Message) -> None:
 
 def test_every_message_type_is_covered_by_the_samples() -> None:
     assert {encode_message(m)[0] for m in SAMPLES} == {int(t) for t in MsgType}
+
+
+def test_votes_of_older_daemons_that_do_not_say_whether_they_held_the_cut() -> None:
+    """An ``ACCEPTED`` of two fields does not say (the coordinator counts it as a
+    holder's if it comes from a member of both views, as older daemons vote only once
+    they hold the cut); a promise's ``[ballot, proposal]`` vote may have been a holder's
+    (a later round keeps such a proposal)."""
+    def sealed(kind: MsgType, body: list) -> bytes:
+        return KEYED.seal(msgpack.packb([5, 1, 0, 1, int(kind), body], use_bin_type=True),
+                          WALL_MS)
+
+    back = decode(sealed(MsgType.ACCEPTED, [[9, 1], 6]), KEYED, LIMITS)
+    assert isinstance(back, MembershipDatagram)
+    assert back.message == Accepted(Ballot(9, 1), 6) and back.message.held is None
+    _, body = encode_message(
+        Promise(Ballot(9, 1), V4, 4, (Ballot(8, 2), PROPOSAL), None, SETTINGS, None, False))
+    assert len(body[3]) == 3
+    body[3] = body[3][:2]
+    back = decode(sealed(MsgType.PROMISE, body), KEYED, LIMITS)
+    assert isinstance(back, MembershipDatagram) and isinstance(back.message, Promise)
+    assert back.message.accepted == (Ballot(8, 2), PROPOSAL) and back.message.accepted_held
+    # what older daemons write is what ours write unless a vote was not a holder's
+    _, held_body = encode_message(
+        Promise(Ballot(9, 1), V4, 4, (Ballot(8, 2), PROPOSAL), None, SETTINGS, None, True))
+    assert len(held_body[3]) == 2 and len(body[3]) == 2
+    assert len(encode_message(Accepted(Ballot(9, 1), 6))[1]) == 2
+    body[3] = [*body[3], False]
+    for bad in ([*body[3][:2], 1], [*body[3], False], body[3][:1]):
+        with pytest.raises(DecodeError, match=r"held|arity"):
+            decode(sealed(MsgType.PROMISE, [*body[:3], bad, *body[4:]]), KEYED, LIMITS)
+    with pytest.raises(DecodeError, match="held"):
+        decode(sealed(MsgType.ACCEPTED, [[9, 1], 6, 1]), KEYED, LIMITS)
 
 
 def test_long_or_non_ascii_details_are_clipped_and_replaced_on_encode() -> None:
@@ -327,10 +364,11 @@ message = st.one_of(
     st.builds(Join, settings_st, st.integers(0, MAX_VIEW_ID), st.booleans(), position),
     st.builds(Prepare, ballot, member_list, opt_view),
     st.builds(Promise, ballot, opt_view, st.integers(0, MAX_VIEW_ID), accepted,
-              st.none() | availability, settings_st, position),
+              st.none() | availability, settings_st, position, st.booleans(),
+              ).map(lambda p: p if p.accepted is not None else replace(p, accepted_held=True)),
     st.builds(Reject, ballot, ballot, text, text),
     st.builds(Accept, ballot, proposals()),
-    st.builds(Accepted, ballot, vid),
+    st.builds(Accepted, ballot, vid, st.none() | st.booleans()),
     st.builds(Install, ballot, proposals()),
     st.builds(Refuse, member_list.map(lambda ms: ms[0]), text, text),
 )
