@@ -184,8 +184,8 @@ class MessagesInDoubt(Event):
     delivered_here: tuple[bytes, ...] = ()
     """Delivered here in the view's last moments, but not by the primary component."""
     delivered_elsewhere: tuple[bytes, ...] = ()
-    """Inside the cut, so delivered by the primary component (a member that delivers the
-    cut held all of it when it voted: ``agreement.needs_holder``), but never here (this
+    """Inside the cut, so delivered by the primary component (a member of the next view
+    held all of it when it voted: ``agreement.needs_holder``), but never here (this
     member lost the view before it ordered them: they lie in its gap). Not in doubt; listed so
     that a count of own messages in send order (the daemon's ledger) stays exact: they
     precede ``payloads``."""

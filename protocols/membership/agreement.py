@@ -21,9 +21,11 @@ Coordinator (``Round``), for ballot b:
    promisers that installed W, id above every id seen. ``ACCEPT(b, proposal)``.
 3. A member accepts (if it promised nothing higher), repairs W up to the cut and then
    answers ``ACCEPTED``; any other acceptor votes at once. A vote says whether its
-   acceptor *holds* the cut: it is a member of W with every vertex up to the cut, and
-   it will deliver them (a member of the new view, or a member leaving gracefully).
-   A restarted daemon or one excluded from the new view votes without holding it.
+   acceptor *holds* the cut: a member of both views with every vertex up to the cut
+   (its flush delivers them). A restarted daemon, one excluded from the new view or
+   one leaving votes without holding it. When a holder voted already (a promise
+   reported it), ``ACCEPT`` says so, and a member that cannot complete the cut votes
+   all the same, as no holder (``MembershipLayer._vote_unheld``).
 4. With acceptances from a majority of W's potential members, and, when the cut is not
    empty, the vote of a holder (in this ballot or, as a promise reports, an earlier
    one): decided, ``INSTALL``.
@@ -112,29 +114,29 @@ def latest_known(promises: dict[int, Promise], own: ViewRecord | None) -> ViewRe
 def needs_holder(proposal: Proposal) -> bool:
     """Deciding ``proposal`` takes the vote of a *holder*: its cut is not empty (some
     promiser released vertices of the closed view), so somebody who delivers them must
-    have had them all. A holder is a member of the closed view, in the same
-    incarnation, that has every vertex up to the cut when it votes, and will deliver
-    them: a member of the new view (its flush), or a member leaving gracefully (it
-    closes its last view at the cut before it goes)."""
-    return any(seq > 0 for _, seq in proposal.cut)
+    have had them all. A holder is a member of both views, in the same incarnation
+    (``may_hold``), that had every vertex up to the cut when it voted: its flush
+    delivers them. Where the new view has no such member, the cut came from members
+    leaving gracefully, who deliver it themselves before they go: no holder is asked."""
+    return any(seq > 0 for _, seq in proposal.cut) and bool(_holder_nodes(proposal))
 
 
 def may_hold(proposal: Proposal, member: Member) -> bool:
-    """Only a member of the closed view (same incarnation) can hold its cut."""
-    return proposal.prev is not None and member in proposal.prev.members
+    """Only a member of both views (same incarnation) can be a holder. A vote that does
+    not say (``Accepted.held`` is ``None``, older daemons) is taken for a holder's when it
+    comes from one: such a member votes only once it holds the cut."""
+    return (proposal.prev is not None and member in proposal.view.members
+            and member in proposal.prev.members)
 
 
-def presumed_holder(proposal: Proposal, voter: Member) -> bool:
-    """What a vote that does not say (``Accepted.held`` is ``None``) is taken for: a
-    holder's if it comes from a member of both views, who votes only once it holds the
-    cut (daemons of older versions never say; ours say only when this is wrong)."""
-    return voter in proposal.view.members and may_hold(proposal, voter)
+def _holder_nodes(proposal: Proposal) -> set[int]:
+    return {m.node for m in proposal.view.members if may_hold(proposal, m)}
 
 
 def reported_holders(proposal: Proposal, promises: dict[int, Promise]) -> set[int]:
     """Promisers whose vote for ``proposal`` was a holder's (an acceptor's durable record
     says so across its restarts)."""
-    nodes = set(proposal.prev.nodes) if proposal.prev is not None else set()
+    nodes = _holder_nodes(proposal)
     return {node for node, p in promises.items()
             if node in nodes and p.accepted is not None and p.accepted[1] == proposal
             and p.accepted_held}
@@ -145,7 +147,7 @@ def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
     """Could ``proposal`` have been decided? A majority of ``acceptors`` could have
     accepted it (those that promised and report it, plus every acceptor we did not hear
     from) and, if it needs one, a holder could have voted for it (one reports it, or a
-    member of the closed view was not heard from). (If a value was chosen, every later
+    member of both views was not heard from). (If a value was chosen, every later
     proposal carries it, so its acceptors in our quorum report it, whatever ballot they
     last accepted; only the highest-ballot value can be the chosen one.)"""
     unheard = set(acceptors) - set(promises)
@@ -155,8 +157,7 @@ def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
         return False
     if not needs_holder(proposal):
         return True
-    prev_nodes = set(proposal.prev.nodes) if proposal.prev is not None else set()
-    return bool(reported_holders(proposal, promises) or prev_nodes & unheard)
+    return bool(reported_holders(proposal, promises) or _holder_nodes(proposal) & unheard)
 
 
 def choose_proposal(

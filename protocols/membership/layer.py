@@ -59,7 +59,6 @@ from amcast.protocols.membership.agreement import (
     choose_proposal,
     may_hold,
     needs_holder,
-    presumed_holder,
     reported_holders,
 )
 from amcast.protocols.membership.detector import FailureDetector
@@ -87,6 +86,9 @@ from amcast.protocols.wire.membership import (
 )
 
 MAX_FUTURE_DATAGRAMS = 2048
+ACCEPT_VOTE_AFTER = 0.75
+"""A member votes without holding the cut after this share of ``flush_timeout`` (the
+coordinator's round waits that long for votes): ``_vote_unheld``."""
 HISTORY = 16
 RETIRE_AFTER = 10.0
 
@@ -151,7 +153,9 @@ class MembershipLayer:
         """When this member froze its view for a ballot (``None``: not frozen)."""
         self.promised_here = durable.promised.__class__(0, 0)
         """The highest ballot this incarnation promised (the durable one may be older)."""
-        self.accept_wait: tuple[Ballot, Proposal] | None = None
+        self.accept_wait: tuple[Ballot, Proposal, float, bool] | None = None
+        """A vote waiting for the cut to be held here: ballot, proposal, since when, and
+        whether a holder voted for it already (``Accept.holder_voted``)."""
         self.install_wait: tuple[Proposal, float, Ballot] | None = None
         self.leave_wait: tuple[Proposal, float] | None = None
         """A graceful leaver completing its last view at the decided cut (since when)."""
@@ -371,7 +375,7 @@ class MembershipLayer:
                 retired[0].receive(dg, now)
             return False
         current = self.view.view_id if self.view is not None else 0
-        if session is None or dg.view != session.view_id:
+        if (session is None or dg.view != session.view_id) and self._in_primary(sender, dg):
             self.last_foreign_view = now
         if dg.view > current:
             self.future_since.setdefault(dg.view, now)
@@ -384,6 +388,17 @@ class MembershipLayer:
         if dg.view != current:
             self._drop("stale_view", f"view {dg.view} from {sender}")
         return False
+
+    def _in_primary(self, sender: int, dg: Datagram) -> bool:
+        """Does ``dg`` (of a view not ours) say that a primary view is live? Not if its
+        sender announces itself (JOIN) since that view: it gave the view up, and its
+        abandoned session still sends while it waits for a flush it may take part in.
+        (Membership sweep seed 310888: a restarted node heard such a member's view, took
+        it for a primary view that would take it in and never coordinated, while that
+        member waited for it to: no view ever formed.)"""
+        peer = self.peers.get(sender)
+        return (peer is None or peer.joining_since == math.inf
+                or dg.view > peer.known_view_id)
 
     def on_membership(self, dg: MembershipDatagram, now: float) -> None:
         sender = dg.sender
@@ -533,9 +548,10 @@ class MembershipLayer:
         self._abort_round(now, f"rejected by {sender}: {msg.reason}")
 
     def _on_accept(self, sender: int, incarnation: int, msg: Accept, now: float) -> None:
-        self._accept(msg.ballot, msg.proposal, now)
+        self._accept(msg.ballot, msg.proposal, now, msg.holder_voted)
 
-    def _accept(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
+    def _accept(self, ballot: Ballot, proposal: Proposal, now: float,
+                holder_voted: bool = False) -> None:
         d = self.durable
         if ballot < d.promised:
             self._send(Reject(ballot, d.promised, "stale_ballot", ""))
@@ -554,19 +570,13 @@ class MembershipLayer:
                 self._accepted(ballot, proposal, held=False)
                 return
             self.session.close_at(dict(proposal.cut), now)
-            self.accept_wait = (ballot, proposal)
+            waiting = self.accept_wait
+            since = (waiting[2] if waiting is not None and waiting[:2] == (ballot, proposal)
+                     else now)  # the coordinator repeats its ACCEPT: the wait goes on
+            self.accept_wait = (ballot, proposal, since, holder_voted)
             self._check_waits(now)
         else:
-            self._accepted(ballot, proposal, held=self._leaver_holding(proposal))
-
-    def _leaver_holding(self, proposal: Proposal) -> bool:
-        """A graceful leaver holding the cut of its last view: once the view without it
-        is decided it closes that view at the cut, delivering it all (``_excluded_by``)."""
-        session = self.session
-        return (self.leaving and not self.abandoned and session is not None
-                and proposal.prev is not None and session.view_id == proposal.prev.view_id
-                and self.me in proposal.prev.members and not session.reliable.exceeds(
-                    dict(proposal.cut)) and session.reliable.holds(dict(proposal.cut)))
+            self._accepted(ballot, proposal, held=False)
 
     def _accepted(self, ballot: Ballot, proposal: Proposal, *, held: bool) -> None:
         """Vote for ``proposal`` (``held``: as a holder of its cut, ``needs_holder``): the
@@ -588,7 +598,7 @@ class MembershipLayer:
                     r.holders.add(self.node_id)
         else:  # said only where it matters and differs from what is presumed (older
             # daemons drop a vote that says)
-            said = held if needed and held != presumed_holder(proposal, self.me) else None
+            said = held if needed and held != may_hold(proposal, self.me) else None
             self._send(Accepted(ballot, proposal.view.view_id, said))
 
     def _on_accepted(self, sender: int, incarnation: int, msg: Accepted, now: float) -> None:
@@ -599,7 +609,7 @@ class MembershipLayer:
         if sender in r.promises:
             r.accepted.add(sender)
             voter = Member(sender, incarnation)
-            held = msg.held if msg.held is not None else presumed_holder(r.proposal, voter)
+            held = msg.held if msg.held is not None else may_hold(r.proposal, voter)
             if held and may_hold(r.proposal, voter):
                 r.holders.add(sender)
         self._progress_accept(now)
@@ -712,7 +722,7 @@ class MembershipLayer:
         if session is None:
             return
         if self.accept_wait is not None:
-            ballot, proposal = self.accept_wait
+            ballot, proposal, _, _ = self.accept_wait
             if session.reliable.holds(dict(proposal.cut)):
                 self.accept_wait = None
                 self._accepted(ballot, proposal, held=True)
@@ -728,6 +738,26 @@ class MembershipLayer:
             if session.reliable.holds(dict(proposal.cut)):
                 self.leave_wait = None
                 self._finish_leaving(session, proposal, now)
+
+    def _vote_unheld(self, now: float) -> None:
+        """A member that could not complete the cut in ``ACCEPT_VOTE_AFTER`` of the flush
+        timeout votes all the same, as no holder, when a holder voted for the proposal
+        already (``Accept.holder_voted``): it may have been decided, with vertices that
+        only a member gone since had, and waiting for them would stall every later round
+        (each proposes it again). With this vote it can be decided, and this member,
+        unable to install it, gives the view up and is taken in again with a gap
+        (membership sweep seed 310888: a node crashed for good and the holder restarted).
+        Without a holder's vote it waits: a vote from it would keep a proposal nobody can
+        decide alive, as one that may have been (seed 310914)."""
+        waiting = self.accept_wait
+        if (waiting is None or not waiting[3]
+                or now - waiting[2] < ACCEPT_VOTE_AFTER * self.cfg.flush_timeout):
+            return
+        ballot, proposal, _, _ = waiting
+        self.accept_wait = None
+        self._accepted(ballot, proposal, held=False)
+        if self.round is not None and self.round.ballot == ballot:
+            self._progress_accept(now)
 
     def _finish_leaving(self, session: ViewSession, proposal: Proposal, now: float) -> None:
         """A graceful leaver holds the cut of the view decided without it: deliver the
@@ -855,8 +885,8 @@ class MembershipLayer:
         r.retry_at = now + self.cfg.membership_retry
         self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
                                         (r.ballot.number, r.ballot.node), r.reason))
-        self._send(Accept(r.ballot, proposal))
-        self._accept(r.ballot, proposal, now)
+        self._send(Accept(r.ballot, proposal, bool(r.holders)))
+        self._accept(r.ballot, proposal, now, bool(r.holders))
         self._progress_accept(now)
 
     def _progress_accept(self, now: float) -> None:
@@ -901,7 +931,7 @@ class MembershipLayer:
                                        self.durable.known))
                 elif r.phase == ACCEPT:
                     assert r.proposal is not None
-                    self._send(Accept(r.ballot, r.proposal))
+                    self._send(Accept(r.ballot, r.proposal, bool(r.holders)))
                 else:
                     assert r.proposal is not None
                     self._send(Install(r.ballot, r.proposal))
@@ -1008,6 +1038,7 @@ class MembershipLayer:
                 peer.refused = None  # the incumbent is gone: the newcomer is a restart
                 self._version += 1
         self._check_waits(now)
+        self._vote_unheld(now)
         self._coordinate(now)
         for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
             del self.retired[view_id]
@@ -1097,6 +1128,10 @@ class MembershipLayer:
         if (self.next_join < best and not self.left
                 and (self.view is None or self.abandoned or self.leaving)):
             best = self.next_join
+        if self.accept_wait is not None and self.accept_wait[3]:
+            t = self.accept_wait[2] + ACCEPT_VOTE_AFTER * self.cfg.flush_timeout
+            if now < t < best:
+                best = t
         r = self.round
         if r is not None:
             t = min(r.deadline, r.retry_at)

@@ -13,8 +13,8 @@ vocabulary. A membership datagram is ``[5, sender, view, incarnation, type, body
   what it accepted, and the vertices it holds of its view: its *availability*).
 - ``ACCEPT`` / ``ACCEPTED``: phase 2 (the proposal: next view and the cut that closes
   the previous one; a member answers once it holds everything up to the cut; a vote
-  may say whether its voter is a *holder*: a member of the closed view with every vertex
-  up to the cut, which will deliver them).
+  may say whether its voter is a *holder*: a member of both views with every vertex up
+  to the cut; an ``ACCEPT`` may say that a holder voted already).
 - ``INSTALL``: the decision; every member installs the view, every other node learns it.
 - ``REFUSE``: a join refused, with a reason (configuration mismatch, duplicate node id,
   not a listed member).
@@ -193,6 +193,11 @@ class Reject:
 class Accept:
     ballot: Ballot
     proposal: Proposal
+    holder_voted: bool = False
+    """A holder already voted for ``proposal`` (a promise said so): it may have been
+    decided, so a member that cannot complete its cut votes all the same
+    (``MembershipLayer._vote_unheld``). Sent only when true, so older daemons read every
+    other ``ACCEPT``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +299,8 @@ def encode_message(msg: Message) -> tuple[int, list[Any]]:
                 msg.detail.encode("ascii", "replace")[:200]]
     elif isinstance(msg, Accept | Install):
         body = [_ballot(msg.ballot), proposal_obj(msg.proposal)]
+        if isinstance(msg, Accept) and msg.holder_voted:
+            body.append(True)
     elif isinstance(msg, Accepted):
         body = [_ballot(msg.ballot), msg.view_id]
         if msg.held is not None:
@@ -450,8 +457,9 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
     kind = MsgType(code)
     body = read_list(obj, "membership body")
     arity = {MsgType.JOIN: 4, MsgType.PREPARE: 3, MsgType.PROMISE: 7, MsgType.REJECT: 4,
-             MsgType.ACCEPT: 2, MsgType.ACCEPTED: 3, MsgType.INSTALL: 2, MsgType.REFUSE: 3}
-    if len(body) != arity[kind] and not (kind is MsgType.ACCEPTED and len(body) == 2):
+             MsgType.ACCEPT: 3, MsgType.ACCEPTED: 3, MsgType.INSTALL: 2, MsgType.REFUSE: 3}
+    optional_last = kind in (MsgType.ACCEPT, MsgType.ACCEPTED)  # older daemons omit it
+    if len(body) != arity[kind] and not (optional_last and len(body) == arity[kind] - 1):
         raise DecodeError("bad_field", f"{kind.name.lower()} arity")
     if kind is MsgType.JOIN:
         return Join(_read_settings(body[0], limits),
@@ -470,7 +478,8 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
         return Reject(read_ballot(body[0]), read_ballot(body[1]),
                       read_text(body[2], "reason"), read_text(body[3], "detail"))
     if kind is MsgType.ACCEPT:
-        return Accept(read_ballot(body[0]), read_proposal(body[1], limits))
+        holder_voted = read_bool(body[2], "holder voted") if len(body) == 3 else False
+        return Accept(read_ballot(body[0]), read_proposal(body[1], limits), holder_voted)
     if kind is MsgType.ACCEPTED:
         held = read_bool(body[2], "held") if len(body) == 3 else None
         return Accepted(read_ballot(body[0]), read_int(body[1], 1, MAX_VIEW_ID, "view id"), held)

@@ -22,7 +22,6 @@ from amcast.protocols.membership.agreement import (
     latest_known,
     may_hold,
     needs_holder,
-    presumed_holder,
     reported_holders,
 )
 from amcast.protocols.membership.quorum import has_quorum, needed
@@ -219,7 +218,7 @@ def test_a_lower_ballot_is_not_chosen_when_the_highest_cannot_have_been() -> Non
 
 
 # A successor of V5 with a cut that is not empty: deciding it takes the vote of a
-# *holder*, a member of V5 that had every vertex up to the cut (a daemon killed
+# *holder*, a member of V5 and view 7 that had every vertex up to the cut (a daemon killed
 # mid-flush may have taken vertices of the cut with it; its restart and members
 # excluded from the new view vote without holding it: membership sweep seed 310001).
 CUT = Proposal(ViewRecord(7, (Member(1, 1), Member(2, 1)), POTENTIAL, 5), V5,
@@ -229,17 +228,16 @@ CUT = Proposal(ViewRecord(7, (Member(1, 1), Member(2, 1)), POTENTIAL, 5), V5,
 def test_a_cut_that_is_not_empty_needs_a_holder_and_only_members_of_the_view_hold() -> None:
     assert needs_holder(CUT)
     assert not needs_holder(successor(7, (1, 2), V5))  # a cut of zeros: nothing to hold
+    # nobody carries V5 on (restarts only): the cut came from leavers, who deliver it
+    assert not needs_holder(successor(7, (1, 2), V5, {1: 9, 2: 9, 3: 9, 4: 9}))
     assert not needs_holder(Proposal(ViewRecord(1, (Member(1, 1),), POTENTIAL, 0), None, ()))
-    assert may_hold(CUT, Member(3, 1))  # a member of V5, excluded or leaving: it may
+    assert may_hold(CUT, Member(1, 1)) and may_hold(CUT, Member(2, 1))
+    assert not may_hold(CUT, Member(3, 1))  # excluded from view 7 (or leaving): no flush
     assert not may_hold(CUT, Member(1, 2))  # a later incarnation holds nothing of V5
     assert not may_hold(CUT, Member(5, 1))  # not a member of V5
-    # a vote that does not say (older daemons): a holder's if from a member of both views
-    assert presumed_holder(CUT, Member(1, 1))
-    assert not presumed_holder(CUT, Member(3, 1))  # excluded from view 7
-    assert not presumed_holder(CUT, Member(1, 2))
     vote = (Ballot(15, 1), CUT)
     promises = {1: promise(V5, accepted=vote, held=False), 2: promise(V5, accepted=vote),
-                5: promise(V5, accepted=vote)}  # node 5 is no member of V5: not its word
+                3: promise(V5, accepted=vote)}  # node 3 is no member of view 7: not its word
     assert reported_holders(CUT, promises) == {2}
     promises[2] = promise(V5, accepted=(Ballot(15, 1), successor(7, (1, 2), V5)))
     assert reported_holders(CUT, promises) == set()
@@ -256,8 +254,11 @@ def test_a_proposal_only_acceptors_not_holding_its_cut_voted_for_is_not_proposed
     assert why == "new" and proposal is not None and proposal != CUT
     assert proposal.view.nodes == (1, 2, 3, 4) and proposal.view.view_id == 8
     # an old daemon's promise does not say whether its vote held the cut: read as held
-    promises[4] = promise(V5, accepted=vote)
+    promises[2] = promise(V5, accepted=vote)
     assert choose(promises) == (CUT, "reproposed")
+    # a member of V5 not in view 7, unheard and for good (crashed), changes nothing
+    promises = {1: promise(V5), 2: promise(V5), 3: promise(V5, accepted=vote, held=False)}
+    assert choose(promises)[1] == "new"
 
 
 def test_a_majority_of_votes_decides_only_with_a_holders_among_them() -> None:
@@ -280,8 +281,9 @@ def test_a_proposal_a_holder_did_or_may_have_voted_for_is_proposed_again() -> No
     promises = {1: promise(V5), 2: promise(V5, accepted=vote),
                 3: promise(V5, accepted=vote, held=False)}
     assert choose(promises) == (CUT, "reproposed")
-    # node 4, a member of V5, was not heard from: it may have voted holding the cut
-    promises = {1: promise(V5), 2: promise(V5), 3: promise(V5, accepted=vote, held=False)}
+    # node 2, a member of both views, was not heard from: it may have voted as a holder
+    promises = {1: promise(V5), 3: promise(V5, accepted=vote, held=False),
+                4: promise(V5, accepted=vote, held=False)}
     assert choose(promises) == (CUT, "reproposed")
     # a holder's vote alone is no majority
     promises = {1: promise(V5, accepted=vote), 2: promise(V5), 3: promise(V5), 4: promise(V5)}

@@ -1,7 +1,7 @@
 """The coordinator decides a view whose cut is not empty only with a holder's vote.
 
-A holder (``agreement.needs_holder``) is a member of the closed view that had every
-vertex up to the cut when it voted and will deliver them. Membership sweep seed 310001
+A holder (``agreement.needs_holder``) is a member of both views that had every vertex
+up to the cut when it voted: its flush delivers them. Membership sweep seed 310001
 had a view decided by the votes of a killed member's restart and of an excluded member,
 neither holding the cut; its only live member could never complete it. These tests put
 a coordinator (node 0 of a settled three-node cluster) in phase 2 of such a proposal and
@@ -79,9 +79,11 @@ def test_a_member_of_both_views_that_says_it_does_not_hold_the_cut_is_no_holder(
     assert r is not None and r.holders == set() and r.phase == ACCEPT
 
 
-def test_a_leaving_member_holding_the_cut_is_a_holder() -> None:
+def test_only_a_member_of_both_views_is_a_holder() -> None:
     c, layer, proposal = coordinator_in_phase_two()
     vote(c, layer, 2, proposal.prev.members[2].incarnation, True)  # not in the new view
     vote(c, layer, 1, proposal.view.members[1].incarnation + 1, None)  # a restart
     r = layer.round
-    assert r is not None and r.holders == {2} and r.phase == INSTALL
+    assert r is not None and r.holders == set() and r.phase == ACCEPT
+    vote(c, layer, 1, proposal.view.members[1].incarnation, True)
+    assert r.holders == {1} and r.phase == INSTALL

@@ -86,6 +86,7 @@ SAMPLES: list[Message] = [
     Reject(Ballot(0, 0), Ballot(0, 0), "", ""),
     Accept(Ballot(9, 1), PROPOSAL),
     Accept(Ballot(1, 1), FIRST),
+    Accept(Ballot(9, 1), PROPOSAL, holder_voted=True),
     Accepted(Ballot(9, 1), 6),
     Accepted(Ballot(9, 1), 6, True),
     Accepted(Ballot(9, 1), 6, False),
@@ -144,6 +145,11 @@ def test_votes_of_older_daemons_that_do_not_say_whether_they_held_the_cut() -> N
             decode(sealed(MsgType.PROMISE, [*body[:3], bad, *body[4:]]), KEYED, LIMITS)
     with pytest.raises(DecodeError, match="held"):
         decode(sealed(MsgType.ACCEPTED, [[9, 1], 6, 1]), KEYED, LIMITS)
+    # an ACCEPT says a holder voted only when one did: otherwise it is what older send
+    _, accept = encode_message(Accept(Ballot(9, 1), PROPOSAL))
+    assert len(accept) == 2
+    with pytest.raises(DecodeError, match="holder voted"):
+        decode(sealed(MsgType.ACCEPT, [*accept, 1]), KEYED, LIMITS)
 
 
 def test_long_or_non_ascii_details_are_clipped_and_replaced_on_encode() -> None:
@@ -367,7 +373,7 @@ message = st.one_of(
               st.none() | availability, settings_st, position, st.booleans(),
               ).map(lambda p: p if p.accepted is not None else replace(p, accepted_held=True)),
     st.builds(Reject, ballot, ballot, text, text),
-    st.builds(Accept, ballot, proposals()),
+    st.builds(Accept, ballot, proposals(), st.booleans()),
     st.builds(Accepted, ballot, vid, st.none() | st.booleans()),
     st.builds(Install, ballot, proposals()),
     st.builds(Refuse, member_list.map(lambda ms: ms[0]), text, text),
