@@ -87,8 +87,9 @@ from amcast.protocols.wire.membership import (
 
 MAX_FUTURE_DATAGRAMS = 2048
 ACCEPT_VOTE_AFTER = 0.75
-"""A member votes without holding the cut after this share of ``flush_timeout`` (the
-coordinator's round waits that long for votes): ``_vote_unheld``."""
+"""A member that cannot complete the cut of a proposal a holder voted for votes all the
+same after this share of ``flush_timeout``, the coordinator's deadline for votes
+(``_vote_unheld``)."""
 HISTORY = 16
 RETIRE_AFTER = 10.0
 
@@ -586,7 +587,7 @@ class MembershipLayer:
         d = self.durable
         if d.promised > ballot:
             return  # promised a later ballot meanwhile: this vote may not be cast any more
-        needed = needs_holder(proposal)  # an empty cut: every vote holds it, trivially
+        needed = needs_holder(proposal)  # no holder asked: every vote counts as one
         held = held or not needed or (d.accepted is not None and d.accepted[1] == proposal
                                       and d.accepted_held)
         self._update_durable(accepted=(ballot, proposal), accepted_held=held)
