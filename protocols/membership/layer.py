@@ -522,8 +522,7 @@ class MembershipLayer:
         if self.session is not None and self.view is not None:
             availability = self.session.reliable.availability(self.cfg.max_held_report)
         return Promise(ballot, d.known, self.view.view_id if self.view else 0, d.accepted,
-                       availability, self.settings, self.last_delivered,
-                       d.accepted_held or d.accepted is None)
+                       availability, self.settings, self.last_delivered, d.accepted_held)
 
     def _on_promise(self, sender: int, incarnation: int, msg: Promise, now: float) -> None:
         r = self.round
@@ -609,9 +608,8 @@ class MembershipLayer:
         assert r.proposal is not None
         if sender in r.promises:
             r.accepted.add(sender)
-            voter = Member(sender, incarnation)
-            held = msg.held if msg.held is not None else may_hold(r.proposal, voter)
-            if held and may_hold(r.proposal, voter):
+            # a vote that does not say (older daemons) counts when ``may_hold`` does
+            if msg.held is not False and may_hold(r.proposal, Member(sender, incarnation)):
                 r.holders.add(sender)
         self._progress_accept(now)
 
