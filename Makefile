@@ -20,9 +20,18 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 lint: install
 	$(VENV)/bin/ruff check .
 
+# The deterministic tests (the engines, the simulator and its sweeps: virtual time, no
+# sockets, no processes) run on every core with pytest-xdist; the rest (real daemons,
+# sockets, timeouts, Spark) runs after them, one test at a time, as before.
+PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/node \
+	tests/simulation tests/simulation_cluster tests/fuzz tests/test_layering.py \
+	tests/test_sans_io.py
+TEST_WORKERS ?= auto
+
 test: install lint
 	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
+	$(VENV)/bin/pytest -q $(addprefix --ignore=,$(PURE_TESTS))
 	$(MAKE) --no-print-directory test-native
 
 # The protocol core compiled with mypyc (opt-in; README, "A compiled protocol core"):
@@ -43,11 +52,13 @@ wheel-native: native
 # What `make test` runs against the compiled build after the whole suite interpreted
 # (a build present before is removed first): the engines' own tests and sweeps, and
 # daemons end to end; the tree is left interpreted.
-NATIVE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
-	tests/simulation tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py \
+NATIVE_PURE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
+	tests/simulation
+NATIVE_PROCESS_TESTS ?= tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py \
 	tests/daemon/test_native.py
 test-native: native
-	$(VENV)/bin/pytest -q $(NATIVE_TESTS); status=$$?; \
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(NATIVE_PURE_TESTS) && \
+	$(VENV)/bin/pytest -q $(NATIVE_PROCESS_TESTS); status=$$?; \
 	$(PY) deploy/build_native.py --remove; exit $$status
 
 DEMO_DIR ?= var/demo
