@@ -571,8 +571,12 @@ class MembershipLayer:
                 return
             self.session.close_at(dict(proposal.cut), now)
             waiting = self.accept_wait
-            since = (waiting[2] if waiting is not None and waiting[:2] == (ballot, proposal)
-                     else now)  # the coordinator repeats its ACCEPT: the wait goes on
+            if waiting is not None and waiting[:2] == (ballot, proposal):
+                # the coordinator repeats its ACCEPT, or sends its flagged copy: the wait
+                # goes on, and a holder's vote once heard of stays heard of
+                since, holder_voted = waiting[2], holder_voted or waiting[3]
+            else:
+                since = now
             self.accept_wait = (ballot, proposal, since, holder_voted)
             self._check_waits(now)
         else:
@@ -884,9 +888,22 @@ class MembershipLayer:
         r.retry_at = now + self.cfg.membership_retry
         self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
                                         (r.ballot.number, r.ballot.node), r.reason))
-        self._send(Accept(r.ballot, proposal, bool(r.holders)))
+        self._send_accept(r)
         self._accept(r.ballot, proposal, now, bool(r.holders))
         self._progress_accept(now)
+
+    def _send_accept(self, r: Round) -> None:
+        """``ACCEPT`` in the form every daemon reads; when a holder voted already, a
+        second copy that says so (``Accept.holder_voted``). A daemon of a version before
+        that field drops the second copy (counted ``bad_field``) and votes on the first:
+        a single flagged copy would stop it from ever voting, and a view change that a
+        coordinator of this version runs for older members would repeat for ever
+        (``tests/e2e/test_upgrade.py``). A member of this version takes the flag from
+        whichever copy comes, in either order (``_accept``)."""
+        assert r.proposal is not None
+        self._send(Accept(r.ballot, r.proposal))
+        if r.holders:
+            self._send(Accept(r.ballot, r.proposal, True))
 
     def _progress_accept(self, now: float) -> None:
         r = self.round
@@ -929,8 +946,7 @@ class MembershipLayer:
                     self._send(Prepare(r.ballot, tuple(sorted(r.candidates.values())),
                                        self.durable.known))
                 elif r.phase == ACCEPT:
-                    assert r.proposal is not None
-                    self._send(Accept(r.ballot, r.proposal, bool(r.holders)))
+                    self._send_accept(r)
                 else:
                     assert r.proposal is not None
                     self._send(Install(r.ballot, r.proposal))

@@ -194,10 +194,11 @@ class Accept:
     ballot: Ballot
     proposal: Proposal
     holder_voted: bool = False
-    """A holder already voted for ``proposal`` (a promise said so): it may have been
-    decided, so a member that cannot complete its cut votes all the same
-    (``MembershipLayer._vote_unheld``). Sent only when true, so older daemons read every
-    other ``ACCEPT``."""
+    """A holder already voted for ``proposal`` (a promise said so, or the coordinator's
+    own vote): it may have been decided, so a member that cannot complete its cut votes
+    all the same (``MembershipLayer._vote_unheld``). Written only when true, and then as
+    a second copy after the plain ``ACCEPT``, which older daemons read (they drop this
+    one; ``MembershipLayer._send_accept``)."""
 
 
 @dataclass(frozen=True, slots=True)

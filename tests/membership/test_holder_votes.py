@@ -16,7 +16,14 @@ from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster
 from amcast.protocols.simulation.network import NetworkConfig
-from amcast.protocols.wire.membership import Accepted, Ballot, Proposal, ViewRecord
+from amcast.protocols.wire.membership import (
+    Accept,
+    Accepted,
+    Ballot,
+    Proposal,
+    ViewRecord,
+    encode_message,
+)
 
 KEY = b"simulation-group-key"
 
@@ -87,3 +94,19 @@ def test_only_a_member_of_both_views_is_a_holder() -> None:
     assert r is not None and r.holders == set() and r.phase == ACCEPT
     vote(c, layer, 1, proposal.view.members[1].incarnation, True)
     assert r.holders == {1} and r.phase == INSTALL
+
+
+def test_a_coordinator_repeats_accept_in_the_older_form_first_and_then_says_a_holder_voted(
+) -> None:
+    # A single flagged ACCEPT was dropped by every daemon of the version before the flag,
+    # which then never voted: with such members left, a view change run by a coordinator
+    # of this version repeated for ever (tests/e2e/test_upgrade.py, new-coordinator).
+    c, layer, proposal = coordinator_in_phase_two()
+    vote(c, layer, 1, proposal.view.members[1].incarnation, None)  # a holder; no quorum yet
+    r = layer.round
+    assert r is not None and r.holders == {1} and r.phase == ACCEPT
+    layer.take_datagrams()
+    layer.evaluate(r.retry_at)
+    sent = [dg.message for dg in layer.take_datagrams() if isinstance(dg.message, Accept)]
+    assert sent == [Accept(r.ballot, proposal), Accept(r.ballot, proposal, True)]
+    assert [len(encode_message(m)[1]) for m in sent] == [2, 3]  # an older daemon reads 2

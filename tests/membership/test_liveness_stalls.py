@@ -109,3 +109,16 @@ def test_without_a_holders_vote_a_member_that_cannot_complete_the_cut_waits() ->
     layer.evaluate(start + 2 * CFG.flush_timeout)  # well past ACCEPT_VOTE_AFTER
     assert layer.accept_wait is not None and layer.durable.accepted is None
     assert not any(isinstance(dg.message, Accepted) for dg in layer.take_datagrams())
+
+
+def test_the_flag_of_a_holders_vote_is_kept_whichever_copy_of_accept_comes_first() -> None:
+    # The coordinator sends ACCEPT plain (older daemons read that one) and then flagged;
+    # a later plain copy (a repeat, or the two reordered) must not clear the flag.
+    c, layer, proposal, ballot = settled_member()
+    start, coordinator = c.now, layer.view.members[0].incarnation  # type: ignore[union-attr]
+    layer._on_accept(0, coordinator, Accept(ballot, proposal, True), start)
+    layer._on_accept(0, coordinator, Accept(ballot, proposal), start + 0.001)
+    due = start + ACCEPT_VOTE_AFTER * CFG.flush_timeout
+    layer.evaluate(due)
+    assert layer.accept_wait is None
+    assert layer.durable.accepted == (ballot, proposal) and not layer.durable.accepted_held
