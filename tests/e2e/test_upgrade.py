@@ -68,20 +68,17 @@ for _name, _module in list(sys.modules.items()):
 '''
 
 
-def editable_mapping() -> dict[str, str] | None:
-    """The import mapping of the editable install of this tree, if that is how amcast
-    is installed."""
-    for name, module in sys.modules.items():
-        mapping = getattr(module, "MAPPING", None)
-        if name.startswith("__editable__") and isinstance(mapping, dict) \
-                and mapping.get("amcast") == str(ROOT / "amcast"):
-            return mapping
-    return None
+def installed_editable() -> bool:
+    """amcast is installed editable from this tree (the import mapping ``SHIM`` edits)."""
+    return Path(amcast.__file__).resolve().parent == ROOT / "amcast" and any(
+        name.startswith("__editable__")
+        and getattr(module, "MAPPING", {}).get("amcast") == str(ROOT / "amcast")
+        for name, module in list(sys.modules.items()))
 
 
 def extract_base(into: Path) -> Path:
     """``BASE``'s tree under ``into``, or a skip saying why it cannot be had."""
-    if Path(amcast.__file__).resolve().parent != ROOT / "amcast" or editable_mapping() is None:
+    if not installed_editable():
         pytest.skip("amcast is not installed editable from this tree (`make install`)")
     if shutil.which("git") is None:
         pytest.skip("git is not installed: the base version comes from the repository")
