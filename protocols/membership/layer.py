@@ -68,6 +68,7 @@ from amcast.protocols.reliable.layer import Drop, ReliableCounters, next_beat
 from amcast.protocols.session import ViewSession
 from amcast.protocols.wire.codec import Datagram, MembershipDatagram
 from amcast.protocols.wire.membership import (
+    ZERO_BALLOT,
     Accept,
     Accepted,
     Ballot,
@@ -90,8 +91,12 @@ ACCEPT_VOTE_AFTER = 0.75
 """A member that cannot complete the cut of a proposal a holder voted for votes all the
 same after this share of ``flush_timeout``, the coordinator's deadline for votes
 (``_vote_unheld``)."""
-HISTORY = 16
+HISTORY = 64
 RETIRE_AFTER = 10.0
+DEAF_JOINER_MAX_HOLD = 8
+"""A joiner that did not answer a round it was a candidate of, and has learned no view
+since, is left out of the next rounds for ``suspect_timeout`` times 1, 2, 4, then this
+many (``_hold_back_silent_joiners``)."""
 
 
 @dataclass(slots=True)
@@ -111,6 +116,11 @@ class Peer:
     refused_detail: str = ""
     reported: str = ""
     last_history_reply: float = -math.inf
+    held_back_until: float = -math.inf
+    """Left out of rounds until then, unless it learns a later view than
+    ``held_back_known`` (it answered none of our rounds: it may not hear us)."""
+    held_back_known: int = 0
+    missed_rounds: int = 0
 
 
 SessionFactory = Callable[[ViewRecord, float], ViewSession]
@@ -198,6 +208,11 @@ class MembershipLayer:
         self.repeats_skipped = 0
         """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
         self._reported_closed: int | None = None
+        self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
+        """A vote held back until we learn how our view (the last field) ended:
+        ``_vote_after_history``."""
+        self._lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
+        """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
         self.view_closed: ViewClosed = _ignore_closed
 
@@ -425,6 +440,8 @@ class MembershipLayer:
         if dg.incarnation > peer.incarnation:
             peer.incarnation = dg.incarnation
             peer.joining_since = math.inf
+            peer.held_back_until = -math.inf
+            peer.missed_rounds = 0
             peer.refused = None
             peer.leaving = False
         handler = _HANDLERS[type(msg)]
@@ -525,6 +542,7 @@ class MembershipLayer:
                        availability, self.settings, self.last_delivered, d.accepted_held)
 
     def _on_promise(self, sender: int, incarnation: int, msg: Promise, now: float) -> None:
+        self._note_lagging(sender, msg)
         r = self.round
         if r is None or r.phase != PREPARE or msg.ballot != r.ballot:
             return
@@ -548,7 +566,32 @@ class MembershipLayer:
         self._abort_round(now, f"rejected by {sender}: {msg.reason}")
 
     def _on_accept(self, sender: int, incarnation: int, msg: Accept, now: float) -> None:
+        ballot, lagging = self._lagging
+        if ballot == msg.ballot:  # each ACCEPT: the decisions they missed, again
+            for view_id in sorted(set(lagging.values())):
+                entry = self.history.get(view_id)
+                if entry is not None:
+                    self._send(Install(*entry))
         self._accept(msg.ballot, msg.proposal, now, msg.holder_voted)
+
+    def _note_lagging(self, sender: int, msg: Promise) -> None:
+        """A promiser (the coordinator too: it sends its own promise when it lags) last
+        installed a view whose end we know and it does not: send it the decision now
+        and with every ``ACCEPT`` of the ballot (``_on_accept``), so it learns the cut
+        of its view before it installs the next one (``_vote_after_history``). Every
+        member that knows does so: the coordinator may be the one that lags."""
+        entry = self.history.get(msg.installed_id)
+        if entry is None:
+            return
+        ballot, lagging = self._lagging
+        if ballot != msg.ballot:
+            if msg.ballot < ballot:
+                return
+            lagging = {}
+            self._lagging = (msg.ballot, lagging)
+        if lagging.get(sender) != msg.installed_id:
+            lagging[sender] = msg.installed_id
+            self._send(Install(*entry))
 
     def _accept(self, ballot: Ballot, proposal: Proposal, now: float,
                 holder_voted: bool = False) -> None:
@@ -579,8 +622,51 @@ class MembershipLayer:
                 since = now
             self.accept_wait = (ballot, proposal, since, holder_voted)
             self._check_waits(now)
+        elif member is not None and member.incarnation == self.me.incarnation:
+            self._vote_after_history(ballot, proposal, now)
         else:
             self._accepted(ballot, proposal, held=False)
+
+    def _ending_unknown(self) -> int | None:
+        """Our view, when we have not learned how it ended (we are taken into a view
+        that does not succeed it: we missed the decision that closed it)."""
+        session = self.session
+        if session is None or session.finished:
+            return None
+        view_id = session.view_id
+        if view_id in self.history or self._reported_closed == view_id:
+            return None
+        return view_id
+
+    def _vote_after_history(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
+        """Vote for a view that does not succeed ours once we know how ours ended: those
+        who know send the decision (``_note_lagging``, ``_send_history``). Installed
+        before that, with a gap, our view's end would stay unknown, and every own message
+        of it not delivered here would be reported in doubt, delivered by the others or
+        not. If nobody sends it within ``ACCEPT_VOTE_AFTER`` of the flush timeout (no
+        member holds it any more), we vote all the same."""
+        unknown = self._ending_unknown()
+        waiting = self.history_wait
+        if unknown is None or (proposal.prev is not None
+                               and proposal.prev.view_id == unknown):
+            self.history_wait = None
+            self._accepted(ballot, proposal, held=False)
+            return
+        since = waiting[2] if waiting is not None and waiting[:2] == (ballot, proposal) else now
+        self.history_wait = (ballot, proposal, since, unknown)
+        self._check_history_wait(now)
+
+    def _check_history_wait(self, now: float) -> None:
+        waiting = self.history_wait
+        if waiting is None:
+            return
+        ballot, proposal, since, _ = waiting
+        if (self._ending_unknown() is None
+                or now - since >= ACCEPT_VOTE_AFTER * self.cfg.flush_timeout):
+            self.history_wait = None
+            self._accepted(ballot, proposal, held=False)
+            if self.round is not None and self.round.ballot == ballot:
+                self._progress_accept(now)
 
     def _accepted(self, ballot: Ballot, proposal: Proposal, *, held: bool) -> None:
         """Vote for ``proposal`` (``held``: as a holder of its cut, ``needs_holder``): the
@@ -709,6 +795,7 @@ class MembershipLayer:
             self.session.abandon()
         self.promised_at = None
         self.accept_wait = None
+        self.history_wait = None
         self.install_wait = None
         self.leave_wait = None
         for view_id in [v for v in self.future if v <= self.durable.max_view_id]:
@@ -792,10 +879,15 @@ class MembershipLayer:
             self._closed_elsewhere(closed.view_id, dict(proposal.cut))
         elif self.session is not None and not self.session.finished:
             self.session.abandon()
-            self._closed_elsewhere(self.session.view_id, None)
+            # how our view ended, if we learned the decision (``_send_history``), else
+            # unknown: every own message of it not delivered here is then in doubt
+            ended = self.history.get(self.session.view_id)
+            self._closed_elsewhere(self.session.view_id,
+                                   dict(ended[1].cut) if ended is not None else None)
         gap = closed is None
         self.promised_at = None
         self.accept_wait = None
+        self.history_wait = None
         self.install_wait = None
         self.abandoned = False
         self._install_session(new, now)
@@ -826,6 +918,8 @@ class MembershipLayer:
             peer = self.peers.get(m.node)
             if peer is not None and peer.incarnation == m.incarnation:
                 peer.joining_since = math.inf
+                peer.held_back_until = -math.inf
+                peer.missed_rounds = 0
         self.future_since = {v: t for v, t in self.future_since.items() if v > new.view_id}
         for dg in self.future.pop(new.view_id, []):
             self._future_count -= 1
@@ -869,6 +963,7 @@ class MembershipLayer:
     def _to_accept(self, now: float) -> None:
         r = self.round
         assert r is not None
+        self._hold_back_silent_joiners(r, now)
         incarnations = {node: r.candidates[node].incarnation for node in r.promises}
         proposal, why = choose_proposal(
             promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),
@@ -883,6 +978,11 @@ class MembershipLayer:
         r.phase = ACCEPT
         r.proposal = proposal
         r.holders = reported_holders(proposal, r.promises)
+        closes = known.view_id if known is not None else 0
+        r.behind = tuple(sorted({p.installed_id for p in r.promises.values()} - {closes, 0}))
+        own = r.promises.get(self.node_id)
+        if own is not None and own.installed_id not in (closes, 0):
+            self._send(own)  # we missed a decision: who knows it sends it (_note_lagging)
         r.acceptors = known.potential if known is not None else self.potential
         r.deadline = now + self.cfg.flush_timeout
         r.retry_at = now + self.cfg.membership_retry
@@ -891,6 +991,30 @@ class MembershipLayer:
         self._send_accept(r)
         self._accept(r.ballot, proposal, now, bool(r.holders))
         self._progress_accept(now)
+
+    def _hold_back_silent_joiners(self, r: Round, now: float) -> None:
+        """A joiner that sends (its JOINs reach us) but did not promise in time may not
+        hear us at all: a one-way cut, a host firewall that drops what comes in. Every
+        round we start for it would end in a view of the same members, a view change
+        for nothing each time. So it is left out of rounds for a while, longer after
+        each miss (``DEAF_JOINER_MAX_HOLD``); as soon as its JOIN names a view it learned
+        from us (a ``PREPARE``, an ``ACCEPT``, the history we answer JOINs with), it
+        hears us again and is taken in at once."""
+        members = set(self.view.nodes) if self.view is not None and not self.abandoned else set()
+        for node in set(r.candidates) - set(r.promises) - members:
+            peer = self.peers.get(node)
+            if peer is None:
+                continue
+            hold = min(2 ** peer.missed_rounds, DEAF_JOINER_MAX_HOLD) * self.cfg.suspect_timeout
+            peer.missed_rounds += 1
+            peer.held_back_until = now + hold
+            peer.held_back_known = peer.known_view_id
+
+    def _held_back(self, node: int, now: float) -> bool:
+        peer = self.peers.get(node)
+        return (peer is not None and now < peer.held_back_until
+                and peer.known_view_id <= peer.held_back_known
+                and (self.view is None or self.abandoned or node not in self.view.nodes))
 
     def _send_accept(self, r: Round) -> None:
         """``ACCEPT`` in the form every daemon reads; when a holder voted already, a
@@ -901,9 +1025,22 @@ class MembershipLayer:
         (``tests/e2e/test_upgrade.py``). A member of this version takes the flag from
         whichever copy comes, in either order (``_accept``)."""
         assert r.proposal is not None
+        self._send_history(r)
         self._send(Accept(r.ballot, r.proposal))
         if r.holders:
             self._send(Accept(r.ballot, r.proposal, True))
+
+    def _send_history(self, r: Round) -> None:
+        """Before each ``ACCEPT``: the decision that ended the view a candidate last
+        installed, when that view is not the one the proposal closes (it missed the
+        decision: lost, or it could not hear). With it the candidate learns the cut of
+        its view before it installs the new one with a gap, so it tells its clients
+        exactly which of its own messages the primary component delivered and which
+        not (``Node._view_closed``); without it, all of them would be in doubt."""
+        for view_id in r.behind:
+            entry = self.history.get(view_id)
+            if entry is not None:
+                self._send(Install(*entry))
 
     def _progress_accept(self, now: float) -> None:
         r = self.round
@@ -958,7 +1095,8 @@ class MembershipLayer:
         if self.coordinator(alive, now) != self.node_id:
             return
         leavers = self._leavers()
-        desired = {n: m for n, m in alive.items() if n not in leavers and n in self.potential}
+        desired = {n: m for n, m in alive.items() if n not in leavers and n in self.potential
+                   and not self._held_back(n, now)}
         if not desired:
             return
         reason = self._change_needed(desired, now)
@@ -1054,6 +1192,7 @@ class MembershipLayer:
                 self._version += 1
         self._check_waits(now)
         self._vote_unheld(now)
+        self._check_history_wait(now)
         self._coordinate(now)
         for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
             del self.retired[view_id]
@@ -1145,6 +1284,10 @@ class MembershipLayer:
             best = self.next_join
         if self.accept_wait is not None and self.accept_wait[3]:
             t = self.accept_wait[2] + ACCEPT_VOTE_AFTER * self.cfg.flush_timeout
+            if now < t < best:
+                best = t
+        if self.history_wait is not None:
+            t = self.history_wait[2] + ACCEPT_VOTE_AFTER * self.cfg.flush_timeout
             if now < t < best:
                 best = t
         r = self.round

@@ -336,6 +336,30 @@ def validity(run: _Run, in_doubt: Mapping[Proc, set[bytes]]) -> list[str]:
     return out
 
 
+def in_doubt_outcome(run: _Run, in_doubt: Mapping[Proc, set[bytes]]) -> list[str]:
+    """An own message a member reported in doubt (``MessagesInDoubt``: beyond the cut of
+    a view it was excluded from, reported to its client as not delivered by the primary
+    component, or delivered only here) is delivered by no process that completed a view:
+    a client told otherwise would send it again, and it would be delivered twice."""
+    if not any(in_doubt.values()):
+        return []
+    delivered_in: dict[bytes, int] = {}
+    for proc, grouped in run.per_view.items():
+        for vid, log in grouped.items():
+            if proc in run.complete(vid):
+                for d in log:
+                    delivered_in.setdefault(d.payload, vid)
+    index = {m.payload: m.index for m in run.sent}
+    out = []
+    for proc, payloads in sorted(in_doubt.items(), key=lambda kv: str(kv[0])):
+        wrong = sorted((index.get(p, -1), delivered_in[p]) for p in payloads if p in delivered_in)
+        if wrong:
+            out.append(f"{proc} reported {len(wrong)} own message(s) in doubt that members "
+                       f"completing their view delivered (first: message {wrong[0][0]}, in "
+                       f"view {wrong[0][1]})")
+    return out
+
+
 def liveness(run: _Run) -> list[str]:
     last = {p: (run.views[p][-1].view if run.views.get(p) else 0) for p in run.live}
     if len(set(last.values())) > 1:
@@ -377,6 +401,7 @@ def check_all(
         "one_view": one_view(run),
         "causal_order": causal_order(sent, procs),
         "liveness": liveness(run),
+        "in_doubt": in_doubt_outcome(run, in_doubt or {}),
     }
     if expect_validity:
         results["validity"] = validity(run, in_doubt or {})

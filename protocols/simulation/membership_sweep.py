@@ -145,7 +145,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
         "notes": failures[:50] or [
             "integrity, views, primary component, virtual synchrony, total and causal order "
             "within and across views, safe uniformity, one view per message, no loss of a "
-            "surviving sender's messages, exact own-message accounting and liveness held on "
+            "surviving sender's messages, exact own-message accounting, no own message "
+            "reported in doubt that the primary component delivered, and liveness held on "
             "every seed"
         ],
         "ok": not failures,

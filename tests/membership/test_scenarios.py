@@ -212,6 +212,24 @@ def test_an_asymmetric_partition_ends_in_one_view() -> None:
     assert {installs(c, i)[-1][2] for i in range(4)} == {(0, 1, 2, 3)}
 
 
+def test_a_node_that_is_heard_but_hears_nothing_costs_few_view_changes() -> None:
+    # Node 3 still sends (its JOINs reach the others) but receives nothing for 8 s: a
+    # one-way cut, a firewall dropping what comes in. Each round that tried to take it
+    # in ended, without its promise, in a view of the same three: one view change every
+    # 0.3 s (24 during the cut, as real daemons did, tests/e2e/test_lossy_links.py).
+    # A joiner that missed a round and learned no view since is now left out of rounds
+    # for 1, 2, 4, then 8 suspicion timeouts; once it hears again it is taken in at once.
+    c = cluster(4, seed=41)
+    c.schedule(Fault(1.0, "partition", groups=((0, 1, 2), (3,)), duration=8.0, one_way=True))
+    ok(c.run(STEADY_LOAD, max_time=40))
+    during = [v for t, v, members in installs(c, 0) if 1.0 < t < 9.0]
+    assert 1 <= len(during) <= 5, installs(c, 0)
+    assert all(members == (0, 1, 2) for t, v, members in installs(c, 0) if 1.0 < t < 9.0)
+    back = first_install(c, 0, 9.0, lambda members: 3 in members)
+    assert back < 9.0 + 2 * SUSPECT
+    assert {installs(c, i)[-1][2] for i in range(4)} == {(0, 1, 2, 3)}
+
+
 def test_a_daemon_with_other_ordering_settings_is_refused_on_both_sides() -> None:
     odd = NodeConfig(group_key=KEY, rule="lex")
     c = cluster(4, seed=29, node_configs={3: odd})

@@ -102,7 +102,7 @@ def test_the_correct_multi_view_run_passes_every_checker() -> None:
     results = base().check()
     assert set(results) == {"integrity", "views", "primary", "agreement", "total_order",
                             "safe_uniformity", "one_view", "causal_order", "liveness",
-                            "validity"}
+                            "validity", "in_doubt"}
     assert base().failing() == {}
 
 
@@ -275,6 +275,22 @@ def test_in_doubt_messages_are_not_flagged() -> None:
     assert run.failing() == {}
     run.in_doubt = {Q3: {b"m8"}}  # in doubt at another process: does not excuse Q2
     assert "validity" in run.failing()
+
+
+def test_in_doubt_messages_delivered_by_a_complete_member_are_flagged() -> None:
+    # m3 and m4: P1 delivered them alone in view 2, which nobody completed; reporting
+    # them in doubt is right
+    run = base()
+    run.in_doubt = {P1: {b"m3", b"m4"}}
+    assert run.failing() == {}
+    # m2 was delivered in view 1 by the members that completed it: a member that reports
+    # it in doubt tells its client the primary component did not deliver it (the client
+    # would send it again: twice); so does one that names it among its own delivered
+    # beyond the cut (the real daemons on a one-way cut, tests/e2e/test_lossy_links.py)
+    run.in_doubt = {P1: {b"m2", b"m3"}}
+    assert run.failing() == {"in_doubt": [
+        "node 1 reported 1 own message(s) in doubt that members completing their view "
+        "delivered (first: message 2, in view 1)"]}
 
 
 # ----------------------------------------------------------------------------- liveness
