@@ -131,6 +131,11 @@ class LocalCluster:
     transport: str = "multicast"
     """``unicast``: every node listens on its own UDP port of 127.0.0.1 (or its
     interface) and sends each datagram to every other one's (``network.peers``)."""
+    unicast_ports: list[int] = field(default_factory=list)
+    """Unicast: per-node UDP port (default: a free one each)."""
+    peers: list[dict[str, str]] = field(default_factory=list)
+    """Unicast: per-node ``network.peers`` (default: every other node's own address and
+    port), e.g. a ``FaultRelay``'s port for each link."""
     wrappers: list[list[str]] = field(default_factory=list)
     """Per-node command prefix, e.g. ``["ip", "netns", "exec", "ns0"]`` (must exec the
     daemon in place, so its pid is the one that reports READY=1)."""
@@ -180,7 +185,8 @@ class LocalCluster:
             write_keyring(self.key_file, new_keyring())  # 0400: datagrams are sealed
         members = list(range(self.n))
         self.nodes = []
-        unicast_ports = [free_port() for _ in members] if self.transport == "unicast" else []
+        unicast_ports = ((self.unicast_ports or [free_port() for _ in members])
+                         if self.transport == "unicast" else [])
         for i in members:
             ndir = self.directory / f"node{i}"
             ndir.mkdir(mode=0o700, exist_ok=True)
@@ -206,7 +212,7 @@ class LocalCluster:
                            for j in members]
                 tables["network"].update(
                     transport="unicast", port=unicast_ports[i],
-                    peers=_peers(address, unicast_ports, i))
+                    peers=self.peers[i] if self.peers else _peers(address, unicast_ports, i))
             if self.redundant_interfaces:
                 second: dict[str, Any] = {"interface": self.redundant_interfaces[i]}
                 if unicast_ports:
