@@ -32,7 +32,8 @@ owed delivered), all bounded in time and woken by arriving frames, never sleep-p
 - exactly once: every message of a client that stayed connected and that was not
   reported back to it (``undelivered``, refused) is delivered in exactly one view, by
   every client whose daemon completed that view; a message reported back is delivered by
-  no daemon that completed a view.
+  no daemon that completed a view (unless the report said its outcome is unknown:
+  ``undelivered`` with ``outcome`` ``unknown``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class Recorder:
         self.next_number = 0
         self.frames: dict[int, int] = {}  # send frame id -> its message count
         self.reported: set[int] = set()  # numbers reported undelivered or refused
+        self.unknown: set[int] = set()  # of them, undelivered with an unknown outcome
         self.refusals: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self.closed_at: float | None = None
@@ -208,6 +210,8 @@ class Recorder:
                 first = int(f.get("first", 0))
                 count = int(f.get("count", size - first))
                 self.reported.update(range(ref + first, ref + first + count))
+                if f.get("outcome") == "unknown":
+                    self.unknown.update(range(ref + first, ref + first + count))
             else:
                 self.refusals.append(f)
                 self.reported.update(range(ref, ref + size))
@@ -662,7 +666,7 @@ def verdict(recorders: list[Recorder], *, settled: bool = True) -> Verdict:
         for n in range(r.next_number):
             k = (r.tag, n)
             if n in r.reported:
-                if delivered_by_ref.get(k):
+                if delivered_by_ref.get(k) and n not in r.unknown:
                     problems.append(f"{r}: message {n} reported back to the client but "
                                     f"delivered in view {sorted(delivered_by_ref[k])}")
                 continue

@@ -61,9 +61,11 @@ QUORUM_LOST_REASONS = ("no_quorum", "excluded", "paused", "left")
 """``QuorumLost.reason``."""
 DENIED_REQUESTS = ("join", "send")
 """The requests access control decides (``amcast.daemon.access.REQUESTS``)."""
-IN_DOUBT_OUTCOMES = ("undelivered", "delivered_here")
+IN_DOUBT_OUTCOMES = ("undelivered", "delivered_here", "unknown")
 """``MessagesInDoubt.payloads`` (not delivered here either: the clients are told
-``undelivered``) and ``.delivered_here`` (delivered here, not by the primary component)."""
+``undelivered``) and ``.delivered_here`` (delivered here, not by the primary component),
+beyond a cut this daemon learned; ``unknown``: both, when it never learned the cut (the
+clients are told ``undelivered`` with ``outcome`` ``unknown``)."""
 
 
 @dataclasses.dataclass
@@ -256,6 +258,9 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
     "messages_in_doubt": ("amcast_envelopes_in_doubt_total",
                           "own envelopes of a view this daemon was excluded from that the "
                           "primary component did not deliver (never re-sent)"),
+    "messages_outcome_unknown": ("amcast_envelopes_outcome_unknown_total",
+                                 "of them, envelopes of views whose end this daemon never "
+                                 "learned: the primary component may have delivered them"),
 }
 ENGINE_SKIPPED = frozenset({"view_id", "primary"})
 """``Node.stats`` fields the daemon exports itself (``amcast_view_id``, ``amcast_primary``)."""
@@ -456,7 +461,9 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
         ("amcast_messages_in_doubt", "own messages of a view this daemon was excluded from "
          "that the primary component did not deliver; amcast never re-sends them after a "
          "view change: undelivered = reported to the client as undelivered, delivered_here "
-         "= delivered here in the view's last moments but not by the primary component",
+         "= delivered here in the view's last moments but not by the primary component, "
+         "unknown = this daemon never learned how the view ended (reported as undelivered "
+         "with outcome unknown)",
          "outcome", s.in_doubt),
     ):
         fam = CounterMetricFamily(name, doc, labels=[label])
@@ -499,8 +506,11 @@ class Metrics:
         elif isinstance(ev, FlushCompleted):
             self.flush_duration.observe(max(0.0, ev.duration_s))
         elif isinstance(ev, MessagesInDoubt):
-            counters.in_doubt["undelivered"] += _messages(ev.payloads)
-            counters.in_doubt["delivered_here"] += _messages(ev.delivered_here)
+            if ev.cut_known:
+                counters.in_doubt["undelivered"] += _messages(ev.payloads)
+                counters.in_doubt["delivered_here"] += _messages(ev.delivered_here)
+            else:
+                counters.in_doubt["unknown"] += _messages(ev.payloads + ev.delivered_here)
 
     async def serve(self, section: Any) -> int:
         """Serve the registry on the running loop as ``section`` (a ``MetricsSection``)

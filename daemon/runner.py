@@ -114,6 +114,10 @@ Shorter ones (the ack delay, first nacks, repairs) keep the loop's own rounding,
 latency."""
 TIMER_SLACK_S = 0.005
 STATE_RETRY_S = 0.2
+OUTCOMES = {True: "not_delivered", False: "unknown"}
+"""The ``outcome`` of an ``undelivered`` error with ``count``: the primary component did
+not deliver them (beyond the cut this daemon learned), or whether it did is unknown
+(``MessagesInDoubt.cut_known``)."""
 """While the membership state file cannot be written (a full, read-only or failing disk)
 the daemon sends nothing, and tries the write again this often."""
 Item = tuple[bytes, ServiceLevel, int, int, Entry | None, int]
@@ -925,13 +929,18 @@ class Daemon:
                     conn.fail(
                         "undelivered",
                         f"messages {first}..{first + n - 1} of this send frame were sent in "
-                        f"view {ev.view}, which this daemon was excluded from, and the "
-                        "primary component did not deliver them; they are not sent again",
-                        ref=ref, extra={"first": first, "count": n},
+                        f"view {ev.view}, which this daemon was excluded from, and "
+                        + ("the primary component did not deliver them" if ev.cut_known else
+                           "it could not learn whether the primary component delivered "
+                           "them (outcome unknown)")
+                        + "; they are not sent again",
+                        ref=ref, extra={"first": first, "count": n,
+                                        "outcome": OUTCOMES[ev.cut_known]},
                     )
         self.counters.messages_reported_undelivered += reported
         self.counters.drops["own_messages_in_doubt"] += reported + len(ev.delivered_here)
-        log.warning("own messages not delivered by the primary component", node=self.node_id,
+        log.warning("own messages not delivered by the primary component" if ev.cut_known
+                    else "own messages of unknown outcome", node=self.node_id,
                     view=ev.view, reported=reported, delivered_here=len(ev.delivered_here))
 
     def _log_send_error(self, reason: str, hint: str) -> None:

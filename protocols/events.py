@@ -189,3 +189,9 @@ class MessagesInDoubt(Event):
     member lost the view before it ordered them: they lie in its gap). Not in doubt; listed so
     that a count of own messages in send order (the daemon's ledger) stays exact: they
     precede ``payloads``."""
+    cut_known: bool = True
+    """This member learned the cut that closed the view: ``payloads`` and
+    ``delivered_here`` lie beyond it, and the primary component did not deliver them.
+    ``False``: it never learned how the view ended (or was to deliver the cut itself and
+    could not): the primary component may have delivered any of them; their outcome is
+    unknown."""

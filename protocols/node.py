@@ -111,6 +111,8 @@ class NodeStats:
     flushes: int = 0
     flush_deliveries: int = 0
     messages_in_doubt: int = 0
+    messages_outcome_unknown: int = 0
+    """Of ``messages_in_doubt``, those of views whose cut this member never learned."""
     # gauges, refreshed when ``Node.stats`` is read
     pending_dag_size: int = 0
     window_occupancy: int = 0
@@ -698,7 +700,10 @@ class Node:
                           if seq <= limit and not here for p, _ in msgs)
         if doubt or seen or elsewhere:
             self._stats.messages_in_doubt += len(doubt) + len(seen)
-            self._events.append(MessagesInDoubt(view_id, doubt, seen, elsewhere))
+            if cut is None:
+                self._stats.messages_outcome_unknown += len(doubt) + len(seen)
+            self._events.append(MessagesInDoubt(view_id, doubt, seen, elsewhere,
+                                                cut is not None))
 
     def _drop(self, reason: str, detail: str = "") -> None:
         drops = self._stats.drops

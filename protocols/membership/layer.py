@@ -879,11 +879,11 @@ class MembershipLayer:
             self._closed_elsewhere(closed.view_id, dict(proposal.cut))
         elif self.session is not None and not self.session.finished:
             self.session.abandon()
-            # how our view ended, if we learned the decision (``_send_history``), else
-            # unknown: every own message of it not delivered here is then in doubt
-            ended = self.history.get(self.session.view_id)
-            self._closed_elsewhere(self.session.view_id,
-                                   dict(ended[1].cut) if ended is not None else None)
+            # Not even a decided cut we know of tells what was delivered: we are in its
+            # successor too (else ``_excluded_by`` reported it), so we were to deliver it
+            # ourselves and could not, and the others who were (its holders) may have
+            # failed since (seed 402274). Every own message of it is in doubt.
+            self._closed_elsewhere(self.session.view_id, None)
         gap = closed is None
         self.promised_at = None
         self.accept_wait = None

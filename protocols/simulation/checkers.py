@@ -336,12 +336,14 @@ def validity(run: _Run, in_doubt: Mapping[Proc, set[bytes]]) -> list[str]:
     return out
 
 
-def in_doubt_outcome(run: _Run, in_doubt: Mapping[Proc, set[bytes]]) -> list[str]:
-    """An own message a member reported in doubt (``MessagesInDoubt``: beyond the cut of
-    a view it was excluded from, reported to its client as not delivered by the primary
-    component, or delivered only here) is delivered by no process that completed a view:
-    a client told otherwise would send it again, and it would be delivered twice."""
-    if not any(in_doubt.values()):
+def in_doubt_outcome(run: _Run, beyond_cut: Mapping[Proc, set[bytes]]) -> list[str]:
+    """An own message a member reported beyond the cut it learned had closed its view
+    (``MessagesInDoubt`` with ``cut_known``: reported to its client as not delivered by
+    the primary component, or delivered only here) is delivered by no process that
+    completed a view: a client told otherwise would send it again, and it would be
+    delivered twice. (Reports whose member never learned the cut say the outcome is
+    unknown, and claim nothing.)"""
+    if not any(beyond_cut.values()):
         return []
     delivered_in: dict[bytes, int] = {}
     for proc, grouped in run.per_view.items():
@@ -351,7 +353,7 @@ def in_doubt_outcome(run: _Run, in_doubt: Mapping[Proc, set[bytes]]) -> list[str
                     delivered_in.setdefault(d.payload, vid)
     index = {m.payload: m.index for m in run.sent}
     out = []
-    for proc, payloads in sorted(in_doubt.items(), key=lambda kv: str(kv[0])):
+    for proc, payloads in sorted(beyond_cut.items(), key=lambda kv: str(kv[0])):
         wrong = sorted((index.get(p, -1), delivered_in[p]) for p in payloads if p in delivered_in)
         if wrong:
             out.append(f"{proc} reported {len(wrong)} own message(s) in doubt that members "
@@ -376,6 +378,7 @@ def check_all(
     ended: Mapping[Proc, float] | None = None,
     live: Iterable[Proc] | None = None,
     in_doubt: Mapping[Proc, set[bytes]] | None = None,
+    beyond_cut: Mapping[Proc, set[bytes]] | None = None,
     potential: tuple[int, ...] | None = None,
     last_fault_at: float = 0.0,
     expected_votes: int | None = None,
@@ -384,7 +387,10 @@ def check_all(
 ) -> dict[str, list[str]]:
     """Every checker over one run. Without ``views`` the run is static: every process
     was in one view (0) from start to end. ``closed_by_leaving``: processes that left
-    gracefully and completed the flush of their last view (that view)."""
+    gracefully and completed the flush of their last view (that view). ``in_doubt``: own
+    messages each process reported in doubt (validity excuses them); ``beyond_cut``: those
+    of them reported as beyond a known cut (default: all of them), which nobody
+    completing a view may have delivered."""
     procs = _as_procs(logs)
     if views is None:
         nodes = tuple(sorted(p.node for p in procs))
@@ -401,7 +407,8 @@ def check_all(
         "one_view": one_view(run),
         "causal_order": causal_order(sent, procs),
         "liveness": liveness(run),
-        "in_doubt": in_doubt_outcome(run, in_doubt or {}),
+        "in_doubt": in_doubt_outcome(run, (in_doubt or {}) if beyond_cut is None
+                                     else beyond_cut),
     }
     if expect_validity:
         results["validity"] = validity(run, in_doubt or {})

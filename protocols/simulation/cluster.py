@@ -194,6 +194,8 @@ class Cluster:
         self._got: dict[Proc, set[bytes]] = {}
         self.views: dict[Proc, list[InstalledView]] = {}
         self.in_doubt: dict[Proc, set[bytes]] = {}
+        self.beyond_cut: dict[Proc, set[bytes]] = {}
+        """Of ``in_doubt``, those reported as beyond a cut the member knew."""
         self.gaps: dict[Proc, list[OrderGap]] = {}
         self.ended: dict[Proc, float] = {}
         self.closed_by_leaving: dict[Proc, int] = {}
@@ -454,6 +456,9 @@ class Cluster:
                                                       ev.previous, len(view.potential)))
             elif isinstance(ev, MessagesInDoubt):
                 self.in_doubt.setdefault(proc, set()).update(ev.payloads, ev.delivered_here)
+                if ev.cut_known:
+                    self.beyond_cut.setdefault(proc, set()).update(ev.payloads,
+                                                                   ev.delivered_here)
                 self.own_ledger.consume(proc, ev.delivered_elsewhere, "delivered elsewhere")
                 self.own_ledger.consume(proc, ev.payloads, "in doubt")
             elif isinstance(ev, OrderGap):
@@ -657,7 +662,7 @@ class Cluster:
         real = {p: log for p, log in self.proc_logs.items() if p.node not in self.impostors}
         violations = check_all(
             self.sent, real, {p: v for p, v in self.views.items() if p in real},
-            ended=self.ended, in_doubt=self.in_doubt,
+            ended=self.ended, in_doubt=self.in_doubt, beyond_cut=self.beyond_cut,
             live={self.proc(i) for i in self.nodes if i not in self.impostors},
             potential=tuple(self.members), last_fault_at=self.last_fault_at,
             expected_votes=self.config.expected_votes,

@@ -96,6 +96,8 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
     totals["views"] += sum(len(v) for v in result.views.values())
     totals["distinct views"] += len({v.view for vs in result.views.values() for v in vs})
     totals["in doubt"] += sum(nd.stats.messages_in_doubt for nd in result.all_nodes)
+    totals["outcome unknown"] += sum(nd.stats.messages_outcome_unknown
+                                     for nd in result.all_nodes)
     totals["lost copies"] += result.network.stats.lost
     totals["flush deliveries"] += sum(nd.stats.flush_deliveries for nd in result.all_nodes)
     totals["crash-restarts"] += sum(1 for f in point.plan if f.kind == "restart")
@@ -138,6 +140,7 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
             "distinct views": totals["distinct views"],
             "messages delivered by a flush": totals["flush deliveries"],
             "messages reported in doubt": totals["in doubt"],
+            "of which of unknown outcome": totals["outcome unknown"],
             **({"datagrams held back for an unwritten state record": totals["held back"]}
                if disk_faults else {}),
             "copies lost": totals["lost copies"],
