@@ -306,6 +306,25 @@ async def test_own_messages_the_primary_delivered_are_retired_before_those_in_do
     assert await deliveries(raw, 1) == [b"d1"]
     assert d.ledger.messages == 0 and d.own_outstanding == 0
     assert d.counters.messages_reported_undelivered == 3
+    assert error["outcome"] == "not_delivered" and "did not deliver" in error["detail"]
+
+
+async def test_own_messages_of_a_view_whose_end_was_never_learned_are_of_unknown_outcome(
+    make_cluster: Any,
+) -> None:
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    raw = await joined(c)
+    raw.send({"t": "send", "id": 30, "groups": ["g"], "payloads": [b"e1", b"e2"]})
+    assert await raw.sync(31) == []
+    ((e_env, _),) = fake.submitted
+    fake.pending.append(MessagesInDoubt(5, (e_env,), cut_known=False))
+    d._request_pump()
+    error = await raw.next()
+    assert (error["code"], error["id"], error["first"], error["count"], error["outcome"]) == (
+        "undelivered", 30, 0, 2, "unknown")
+    assert "outcome unknown" in error["detail"]
+    assert d.ledger.messages == 0 and d.counters.in_doubt["unknown"] == 2
 
 
 async def test_the_delivery_log_records_the_phi_the_engine_reports(make_cluster: Any) -> None:

@@ -76,6 +76,8 @@ def test_membership_events_are_counted_by_cause_and_the_snapshot_reads_peers() -
         # 3 messages in two envelopes not delivered here, 2 delivered here only
         MessagesInDoubt(6, (envelope(1, b"a", b"b"), envelope(2, b"c")),
                         (envelope(1, b"d", b"e"),)),
+        # a view whose cut was never learned: 2 + 1 of unknown outcome
+        MessagesInDoubt(7, (envelope(1, b"f", b"g"),), (envelope(1, b"h"),), (), False),
         BatchDelivered(0, 1, (b"x",), "agreed", 0, 0, None, 0, 0, 0, 0.0),  # not counted
     ):
         metrics.count_event(counters, ev)
@@ -97,6 +99,7 @@ def test_membership_events_are_counted_by_cause_and_the_snapshot_reads_peers() -
     assert value(got, "amcast_quorum_lost_total", reason="excluded") == 0
     assert value(got, "amcast_messages_in_doubt_total", outcome="undelivered") == 3
     assert value(got, "amcast_messages_in_doubt_total", outcome="delivered_here") == 2
+    assert value(got, "amcast_messages_in_doubt_total", outcome="unknown") == 3
     assert value(got, "amcast_flush_duration_seconds_count") == 2
     assert value(got, "amcast_flush_duration_seconds_bucket", le="0.05") == 1
     assert value(got, "amcast_flush_duration_seconds_bucket", le="2.5") == 2
