@@ -87,10 +87,14 @@ class Undelivered:
     """An ``undelivered`` error: this client's messages ``messages`` (numbers, see
     ``amcast.client.errors``) were accepted but the primary component did not deliver
     them (or the daemon stopped first); they are not sent again and other members may or
-    may not deliver them. A later ``ConnectionClosed`` also counts them as unknown."""
+    may not deliver them. A later ``ConnectionClosed`` also counts them as unknown.
+    ``outcome``: ``"not_delivered"`` (the daemon learned the primary component did not
+    deliver them), ``"unknown"`` (it may have: the daemon never learned how the view
+    ended), or ``""`` (not said: a stopping daemon, or an older one)."""
 
     messages: range
     detail: str = ""
+    outcome: str = ""
 
     @property
     def count(self) -> int:

@@ -396,7 +396,8 @@ class Session:
                 return None
             messages = range(rid + first, end)
             self.undelivered.append(messages)
-            return Undelivered(messages, detail)
+            outcome = frame.get("outcome")
+            return Undelivered(messages, detail, outcome if type(outcome) is str else "")
         for f in self._inflight:
             if f.first == rid:
                 self._inflight.remove(f)

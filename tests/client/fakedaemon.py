@@ -228,11 +228,13 @@ class FakeDaemon:
         """Write ``frame`` to every connection (after what was written before)."""
         self.call(lambda: [c.write(frame) for c in self.conns])
 
-    def in_doubt(self, rid: int, first: int, count: int) -> None:
+    def in_doubt(self, rid: int, first: int, count: int,
+                 outcome: str = "not_delivered") -> None:
         """``undelivered`` with ``count``, as for messages of a view this daemon was
         excluded from: messages ``rid + first`` .. ``+ count`` of send frame ``rid``."""
         self.emit({"t": "error", "code": "undelivered", "fatal": False, "id": rid,
-                   "first": first, "count": count, "detail": "excluded"})
+                   "first": first, "count": count, "detail": "excluded",
+                   "outcome": outcome})
 
     def clients(self) -> int:
         return int(self.call(lambda: len(self.conns)))

@@ -260,7 +260,7 @@ async def test_views_gaps_and_undelivered_come_in_frame_order(sock: str) -> None
         ]
         batch = events[3]
         assert [d.message_id for d in batch] == ["0:0:0:0", "0:0:0:1"]  # type: ignore[union-attr]
-        assert events[4] == Undelivered(range(1, 2), "excluded")
+        assert events[4] == Undelivered(range(1, 2), "excluded", "not_delivered")
         assert (events[4].count, events[4].first) == (1, 1)  # type: ignore[union-attr]
         assert c.view == events[2] and c.gap == OrderGap(4, None)
         fake.stop()

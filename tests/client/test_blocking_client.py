@@ -135,14 +135,14 @@ def test_views_gaps_and_undelivered_come_in_frame_order(sock: str) -> None:
         fake.emit({"t": "gap", "view": 8, "after": [7, 0]})
         c.send(b"x", "g")
         c.sync()
-        fake.in_doubt(0, 0, 1)
+        fake.in_doubt(0, 0, 1, "unknown")
         fake.emit({"t": "view", "view": 8, "members": [0, 1], "primary": True,
                    "joined": [], "left": [1], "excluded": [], "previous": 7})
         events = [c.next_event(10) for _ in range(5)]
         assert events[0] == ViewChange(7, [0, 1], primary=False, reason="excluded")
         assert events[1] == OrderGap(8, (7, 0))
         assert isinstance(events[2], DeliveredBatch)
-        assert events[3] == Undelivered(range(0, 1), "excluded")
+        assert events[3] == Undelivered(range(0, 1), "excluded", "unknown")
         assert events[4] == ViewChange(8, [0, 1], True, [], [1], [], 7)
         assert c.gap == OrderGap(8, (7, 0)) and c.view == events[4]
         assert c.poll_event() is None
