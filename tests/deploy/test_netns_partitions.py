@@ -17,8 +17,9 @@ are files reachable from the root namespace) sending 200 messages/s throughout:
   it, every message of every client delivered exactly once or reported back to it.
 
 ``tc netem`` loss and delay on one link runs when the kernel has the netem qdisc and is
-skipped with the reason otherwise. Traffic stays inside the namespaces; everything is
-removed afterwards, even on failure.
+skipped with the reason otherwise (``tests/e2e/test_lossy_links.py`` runs loss, duplication
+and reordering between real daemons without it, through a userspace relay). Traffic
+stays inside the namespaces; everything is removed afterwards, even on failure.
 """
 
 from __future__ import annotations
@@ -195,7 +196,8 @@ def test_netem_loss_and_delay_on_one_link(lan: Lan, tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=20, check=False)
     if probe.returncode != 0:
         pytest.skip(f"tc netem is not available on this kernel ({probe.stderr.strip()}; "
-                    "the sch_netem module is missing): no loss or delay injected")
+                    "the sch_netem module is missing): no loss or delay injected here "
+                    "(tests/e2e/test_lossy_links.py runs loss with a userspace relay)")
     cluster = LocalCluster(NODES, tmp_path / "c", metrics=False, log_level="info",
                            transport=lan.transport, interfaces=lan.addresses,
                            wrappers=[["ip", "netns", "exec", ns] for ns in lan.names])
