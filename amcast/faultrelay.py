@@ -7,16 +7,19 @@ sends every datagram to the addresses in its ``network.peers``, and it authentic
 what it receives by the sealed header, not by the source address
 (``amcast.daemon.unicast``). So a relay can sit on every directed link: node ``i``'s
 ``network.peers[j]`` is the relay's port for the link ``i -> j``, and the relay forwards
-what arrives there to node ``j``'s own port, after the faults of that link:
+what arrives there to node ``j``'s own port, after the faults of that link. They are the
+simulator's link model (``amcast.protocols.simulation.network``: ``LinkFaults``, applied
+as ``SimNetwork`` does), so a real cluster and a simulated one see the same network:
 
 - ``loss``: the datagram is dropped (counted ``lost``);
-- ``duplicate``: a second copy follows the first after ``reorder_s`` at most;
-- ``delay_s`` + U(0, ``jitter_s``): the one-way delay of every copy; a jitter larger
-  than the gap between two datagrams reorders them;
-- ``reorder``: the datagram is held back an extra U(0, ``reorder_s``), so later ones
+- ``duplicate``: it arrives twice (counted ``duplicated``);
+- each copy after ``delay`` + U(0, ``jitter``); a jitter larger than the gap between two
+  datagrams reorders them;
+- ``reorder``: a copy is held back an extra U(0, ``reorder_window``), so later ones
   overtake it (counted ``held``);
-- ``cut``: every datagram of the link is dropped (a partition, one way or both, without
-  namespaces or root; counted ``cut``).
+
+and, the relay's own, ``cut``: every datagram of a link is dropped until healed (a
+partition, one way or both, without namespaces or root; counted ``cut``).
 
 One thread runs the relay with ``selectors`` (it must forward while the caller blocks,
 e.g. in ``LocalCluster.start``): it reads every link's socket until it would block, puts
@@ -37,7 +40,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
+
+from amcast.protocols.simulation.network import LinkFaults
 
 MAX_DATAGRAM = 65_536
 READS_PER_WAKEUP = 64
@@ -46,26 +51,16 @@ does not hold back the due copies of the others."""
 SOCKET_BUFFER_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
-class LinkFaults:
-    """What one directed link does to each datagram (probabilities in 0..1, seconds)."""
-
-    loss: float = 0.0
-    duplicate: float = 0.0
-    reorder: float = 0.0
-    delay_s: float = 0.0
-    jitter_s: float = 0.0
-    reorder_s: float = 0.002
-    cut: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("loss", "duplicate", "reorder"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be a probability in 0..1, not {value}")
-        for name in ("delay_s", "jitter_s", "reorder_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
+def check_faults(faults: LinkFaults) -> LinkFaults:
+    """``faults``, or ``ValueError`` naming what no link can do."""
+    for name in ("loss", "duplicate", "reorder"):
+        value = getattr(faults, name)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be a probability in 0..1, not {value}")
+    for name in ("delay", "jitter", "reorder_window"):
+        if getattr(faults, name) < 0:
+            raise ValueError(f"{name} must not be negative")
+    return faults
 
 
 @dataclass
@@ -102,10 +97,12 @@ class FaultRelay:
 
     def __init__(self, targets: list[int], faults: LinkFaults | None = None, *,
                  seed: int = 1, host: str = "127.0.0.1") -> None:
+        default = check_faults(faults or LinkFaults())
         self.host = host
         self.targets = list(targets)
         self._rng = random.Random(seed)
         self._faults: dict[tuple[int, int], LinkFaults] = {}
+        self._cut: set[tuple[int, int]] = set()
         self._counts: dict[tuple[int, int], LinkCounts] = {}
         self._socks: dict[tuple[int, int], socket.socket] = {}
         self._lock = threading.Lock()
@@ -124,7 +121,7 @@ class FaultRelay:
                 for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
                     sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER_BYTES)
                 sock.bind((host, 0))
-                self._faults[link] = faults or LinkFaults()
+                self._faults[link] = default
                 self._counts[link] = LinkCounts()
         except OSError:
             self._close_sockets()
@@ -147,6 +144,7 @@ class FaultRelay:
     def set_faults(self, faults: LinkFaults, links: Iterable[tuple[int, int]] | None = None
                    ) -> None:
         """Give ``links`` (default: every link) these faults from now on."""
+        check_faults(faults)
         with self._lock:
             for link in self.links() if links is None else links:
                 self._faults[link] = faults
@@ -154,22 +152,20 @@ class FaultRelay:
     def faults(self, src: int, dst: int) -> LinkFaults:
         return self._faults[(src, dst)]
 
+    def is_cut(self, src: int, dst: int) -> bool:
+        return (src, dst) in self._cut
+
     def cut(self, sources: Iterable[int], destinations: Iterable[int]) -> None:
         """Drop everything ``sources`` send to ``destinations`` (one way) until healed;
-        the links keep their other faults for when they are healed."""
+        the links keep their faults for when they are healed."""
         dsts = list(destinations)
         with self._lock:
-            for s in sources:
-                for d in dsts:
-                    if s != d:
-                        self._faults[(s, d)] = replace(self._faults[(s, d)], cut=True)
+            self._cut.update((s, d) for s in sources for d in dsts if s != d)
 
     def heal(self) -> None:
         """Undo every ``cut``."""
         with self._lock:
-            for link, f in self._faults.items():
-                if f.cut:
-                    self._faults[link] = replace(f, cut=False)
+            self._cut.clear()
 
     def counts(self, links: Iterable[tuple[int, int]] | None = None) -> LinkCounts:
         """The sum of the counts of ``links`` (default: every link)."""
@@ -280,21 +276,21 @@ class FaultRelay:
                 f = self._faults[link]
                 c = self._counts[link]
                 c.received += 1
-                if f.cut:
+                if link in self._cut:
                     c.cut += 1
                     continue
                 rng = self._rng
-                if rng.random() < f.loss:
+                if f.loss and rng.random() < f.loss:  # as SimNetwork.multicast does
                     c.lost += 1
                     continue
-                due = now + f.delay_s + (rng.uniform(0.0, f.jitter_s) if f.jitter_s else 0.0)
-                if f.reorder and rng.random() < f.reorder:
-                    c.held += 1
-                    due += rng.uniform(0.0, f.reorder_s)
-                out.append(_Copy(due, 0, link, data))
-                if f.duplicate and rng.random() < f.duplicate:
-                    c.duplicated += 1
-                    out.append(_Copy(due + rng.uniform(0.0, f.reorder_s), 0, link, data))
+                copies = 2 if f.duplicate and rng.random() < f.duplicate else 1
+                c.duplicated += copies - 1
+                for _ in range(copies):
+                    due = now + f.delay + rng.uniform(0.0, f.jitter)
+                    if f.reorder and rng.random() < f.reorder:
+                        c.held += 1
+                        due += rng.uniform(0.0, f.reorder_window)
+                    out.append(_Copy(due, 0, link, data))
         return out, False
 
     def _send(self, copy: _Copy) -> None:

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from amcast.protocols.simulation.network import LinkFaults
 
 from amcast.client import Client
 from amcast.faultload import GAP, FaultRun, loaded
-from amcast.faultrelay import FaultRelay, LinkFaults
+from amcast.faultrelay import FaultRelay
 from amcast.localcluster import LocalCluster, free_port
 
 NODES = 4
@@ -74,8 +75,8 @@ async def judge(run: FaultRun) -> None:
 
 @pytest.mark.processes
 async def test_loss_duplication_and_reordering_on_every_link_lose_and_repeat_nothing() -> None:
-    faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay_s=0.0005,
-                        jitter_s=0.0005, reorder_s=0.003)
+    faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay=0.0005,
+                        jitter=0.0005, reorder_window=0.003)
     async with relayed(faults, seed=11) as (run, relay):
         await asyncio.sleep(3 * LOAD_S)
         await judge(run)
@@ -135,8 +136,7 @@ async def test_partitions_and_one_way_cuts_under_loss_in_a_row() -> None:
     by node 0: 2 s each, 1.5 s apart, under 5% loss, duplication and reordering. Only a
     side holding a majority orders; the history ends in one view of all 4 with every
     message delivered exactly once or reported back to its client."""
-    faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay_s=0.0005,
-                        jitter_s=0.001)
+    faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay=0.0005, jitter=0.001)
     cuts: list[list[tuple[list[int], list[int]]]] = [
         [([0, 1], [2, 3]), ([2, 3], [0, 1])],
         [([1], [0, 2, 3])],
@@ -161,13 +161,13 @@ async def test_partitions_and_one_way_cuts_under_loss_in_a_row() -> None:
 # ---- the relay itself: what it counts is what it did ---------------------------------
 def test_the_relay_loses_duplicates_reorders_and_cuts_what_it_counts() -> None:
     with pytest.raises(ValueError, match="loss must be a probability"):
-        LinkFaults(loss=1.5)
+        FaultRelay([free_port()], LinkFaults(loss=1.5))
     sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sink.bind(("127.0.0.1", 0))
     sink.settimeout(5.0)  # a datagram that never comes fails the test
     src = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     relay = FaultRelay([free_port(), sink.getsockname()[1]],
-                       LinkFaults(loss=0.3, duplicate=0.2, reorder=0.5, reorder_s=0.001),
+                       LinkFaults(loss=0.3, duplicate=0.2, reorder=0.5, reorder_window=0.001),
                        seed=3)
     try:
         with relay:
