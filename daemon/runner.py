@@ -114,12 +114,12 @@ Shorter ones (the ack delay, first nacks, repairs) keep the loop's own rounding,
 latency."""
 TIMER_SLACK_S = 0.005
 STATE_RETRY_S = 0.2
+"""While the membership state file cannot be written (a full, read-only or failing disk)
+the daemon sends nothing, and tries the write again this often."""
 OUTCOMES = {True: "not_delivered", False: "unknown"}
 """The ``outcome`` of an ``undelivered`` error with ``count``: the primary component did
 not deliver them (beyond the cut this daemon learned), or whether it did is unknown
 (``MessagesInDoubt.cut_known``)."""
-"""While the membership state file cannot be written (a full, read-only or failing disk)
-the daemon sends nothing, and tries the write again this often."""
 Item = tuple[bytes, ServiceLevel, int, int, Entry | None, int]
 """A queued envelope: (envelope, service, messages, payload bytes, ledger entry, client);
 a control envelope (group membership) has no messages, no entry and client -1."""

@@ -85,12 +85,13 @@ class OrderGap:
 @dataclass(frozen=True, slots=True)
 class Undelivered:
     """An ``undelivered`` error: this client's messages ``messages`` (numbers, see
-    ``amcast.client.errors``) were accepted but the primary component did not deliver
-    them (or the daemon stopped first); they are not sent again and other members may or
-    may not deliver them. A later ``ConnectionClosed`` also counts them as unknown.
-    ``outcome``: ``"not_delivered"`` (the daemon learned the primary component did not
-    deliver them), ``"unknown"`` (it may have: the daemon never learned how the view
-    ended), or ``""`` (not said: a stopping daemon, or an older one)."""
+    ``amcast.client.errors``) were accepted and not delivered here: the daemon stopped
+    first, or it was excluded from the view they were sent in. They are not sent again;
+    members excluded with it may or may not deliver them. ``outcome``:
+    ``"not_delivered"`` (the daemon learned the primary component did not deliver them),
+    ``"unknown"`` (it may have: the daemon never learned how the view ended), or ``""``
+    (not said: a stopping daemon, or an older one). A later ``ConnectionClosed`` also
+    counts them as unknown."""
 
     messages: range
     detail: str = ""
