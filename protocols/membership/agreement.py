@@ -85,9 +85,6 @@ class Round:
     expected: int | None = None
     retry_at: float = 0.0
     heard_in_view: set[int] = field(default_factory=set)
-    behind: tuple[int, ...] = ()
-    """Views that promisers last installed and ``proposal`` does not close: they missed
-    a decision, which the coordinator sends them before each ``ACCEPT``."""
 
     def decided(self, expected_votes: int | None) -> bool:
         """Phase 2 is over: a majority of ``acceptors`` voted for the proposal and, if its

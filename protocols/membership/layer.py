@@ -566,20 +566,29 @@ class MembershipLayer:
         self._abort_round(now, f"rejected by {sender}: {msg.reason}")
 
     def _on_accept(self, sender: int, incarnation: int, msg: Accept, now: float) -> None:
-        ballot, lagging = self._lagging
-        if ballot == msg.ballot:  # each ACCEPT: the decisions they missed, again
+        self._resend_history(msg.ballot)
+        self._accept(msg.ballot, msg.proposal, now, msg.holder_voted)
+
+    def _resend_history(self, ballot: Ballot) -> None:
+        """With each ``ACCEPT`` of ``ballot`` (the coordinator's, before it; a member's,
+        on receipt): again the decisions its lagging promisers missed (``_note_lagging``),
+        in case a copy was lost."""
+        noted, lagging = self._lagging
+        if noted == ballot:
             for view_id in sorted(set(lagging.values())):
                 entry = self.history.get(view_id)
                 if entry is not None:
                     self._send(Install(*entry))
-        self._accept(msg.ballot, msg.proposal, now, msg.holder_voted)
 
     def _note_lagging(self, sender: int, msg: Promise) -> None:
         """A promiser (the coordinator too: it sends its own promise when it lags) last
         installed a view whose end we know and it does not: send it the decision now
-        and with every ``ACCEPT`` of the ballot (``_on_accept``), so it learns the cut
-        of its view before it installs the next one (``_vote_after_history``). Every
-        member that knows does so: the coordinator may be the one that lags."""
+        and with every ``ACCEPT`` of the ballot (``_resend_history``), so it learns the
+        cut of its view before it installs the next one (``_vote_after_history``). With
+        it, it tells its clients exactly which of its own messages the primary component
+        delivered and which not (``Node._view_closed``); without it, all of them would
+        be of unknown outcome. Every member that knows does so: the coordinator may be
+        the one that lags."""
         entry = self.history.get(msg.installed_id)
         if entry is None:
             return
@@ -640,7 +649,7 @@ class MembershipLayer:
 
     def _vote_after_history(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
         """Vote for a view that does not succeed ours once we know how ours ended: those
-        who know send the decision (``_note_lagging``, ``_send_history``). Installed
+        who know send the decision (``_note_lagging``, ``_resend_history``). Installed
         before that, with a gap, our view's end would stay unknown, and every own message
         of it not delivered here would be reported in doubt, delivered by the others or
         not. If nobody sends it within ``ACCEPT_VOTE_AFTER`` of the flush timeout (no
@@ -979,7 +988,6 @@ class MembershipLayer:
         r.proposal = proposal
         r.holders = reported_holders(proposal, r.promises)
         closes = known.view_id if known is not None else 0
-        r.behind = tuple(sorted({p.installed_id for p in r.promises.values()} - {closes, 0}))
         own = r.promises.get(self.node_id)
         if own is not None and own.installed_id not in (closes, 0):
             self._send(own)  # we missed a decision: who knows it sends it (_note_lagging)
@@ -1025,22 +1033,10 @@ class MembershipLayer:
         (``tests/e2e/test_upgrade.py``). A member of this version takes the flag from
         whichever copy comes, in either order (``_accept``)."""
         assert r.proposal is not None
-        self._send_history(r)
+        self._resend_history(r.ballot)
         self._send(Accept(r.ballot, r.proposal))
         if r.holders:
             self._send(Accept(r.ballot, r.proposal, True))
-
-    def _send_history(self, r: Round) -> None:
-        """Before each ``ACCEPT``: the decision that ended the view a candidate last
-        installed, when that view is not the one the proposal closes (it missed the
-        decision: lost, or it could not hear). With it the candidate learns the cut of
-        its view before it installs the new one with a gap, so it tells its clients
-        exactly which of its own messages the primary component delivered and which
-        not (``Node._view_closed``); without it, all of them would be in doubt."""
-        for view_id in r.behind:
-            entry = self.history.get(view_id)
-            if entry is not None:
-                self._send(Install(*entry))
 
     def _progress_accept(self, now: float) -> None:
         r = self.round
