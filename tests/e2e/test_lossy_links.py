@@ -78,7 +78,7 @@ async def test_loss_duplication_and_reordering_on_every_link_lose_and_repeat_not
     faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay=0.0005,
                         jitter=0.0005, reorder_window=0.003)
     async with relayed(faults, seed=11) as (run, relay):
-        await asyncio.sleep(3 * LOAD_S)
+        await asyncio.sleep(2 * LOAD_S)
         await judge(run)
         counts = relay.counts()
         print(f"relay: {counts}")
@@ -133,7 +133,8 @@ async def test_a_node_that_hears_nothing_but_is_heard_is_excluded_then_rejoins()
 @pytest.mark.processes
 async def test_partitions_and_one_way_cuts_under_loss_in_a_row() -> None:
     """2|2 both ways, node 1 unheard, node 0 cut off both ways, node 3 deaf and unheard
-    by node 0: 2 s each, 1.5 s apart, under 5% loss, duplication and reordering. Only a
+    by node 0: 1.2 s each (1.5 suspicion timeouts), 1 s apart, under 5% loss,
+    duplication and reordering. Only a
     side holding a majority orders; the history ends in one view of all 4 with every
     message delivered exactly once or reported back to its client."""
     faults = LinkFaults(loss=0.05, duplicate=0.05, reorder=0.1, delay=0.0005, jitter=0.001)
@@ -148,14 +149,14 @@ async def test_partitions_and_one_way_cuts_under_loss_in_a_row() -> None:
         for cut in cuts:
             for sources, destinations in cut:
                 relay.cut(sources, destinations)
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(1.5 * SUSPECT_TIMEOUT)
             relay.heal()
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(1.0)
         healed_at = time.monotonic()
-        await run.wait_view(range(NODES), run.live(), after=healed_at - 1.5, timeout=WAIT)
+        await run.wait_view(range(NODES), run.live(), after=healed_at - 1.0, timeout=WAIT)
         await judge(run)
         print(f"relay: {relay.counts()}")
-        assert relay.counts().cut > 500
+        assert relay.counts().cut > 300
 
 
 # ---- the relay itself: what it counts is what it did ---------------------------------
