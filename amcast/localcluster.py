@@ -44,6 +44,14 @@ class ClusterStateError(AmcastError):
     there, or there is none)."""
 
 
+PORT_ATTEMPTS = 3
+"""Starts of a cluster whose daemon found a port taken, before ``start`` gives up."""
+
+
+class PortTaken(AmcastError):
+    """A daemon exited at start-up because an address it was to bind is in use."""
+
+
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
@@ -111,6 +119,8 @@ class NodeProcess:
     metrics_port: int
     process: subprocess.Popen[bytes] | None = None
     pid: int | None = None
+    log_offset: int = 0
+    """Where this run of the daemon began writing its ``amcastd.log``."""
 
 
 @dataclass
@@ -136,6 +146,8 @@ class LocalCluster:
     peers: list[dict[str, str]] = field(default_factory=list)
     """Unicast: per-node ``network.peers`` (default: every other node's own address and
     port), e.g. a ``FaultRelay``'s port for each link."""
+    _port_chosen: bool = field(default=False, init=False, repr=False)
+    """``port`` was picked here (free), not given: ``start`` may pick another."""
     wrappers: list[list[str]] = field(default_factory=list)
     """Per-node command prefix, e.g. ``["ip", "netns", "exec", "ns0"]`` (must exec the
     daemon in place, so its pid is the one that reports READY=1)."""
@@ -145,6 +157,7 @@ class LocalCluster:
         if not self.group:
             rnd = random.SystemRandom()
             self.group = f"239.255.{rnd.randrange(1, 255)}.{rnd.randrange(1, 255)}"
+        self._port_chosen = not self.port
         if not self.port:
             self.port = free_port()
 
@@ -229,11 +242,29 @@ class LocalCluster:
         """Start every daemon and wait for each one's READY=1 and (``wait_view``) until
         all of them report the same primary view of every node (or fail with a log).
 
+        Ports are picked free before the daemons bind them, so another process can take
+        one in between: when a daemon exits at start-up because an address is in use,
+        and the configs are ours (written by this call), every daemon is stopped and
+        the cluster starts again on fresh ports (up to ``PORT_ATTEMPTS`` times).
+
         Refuses (``AmcastError``) when ``cluster.json`` records daemons that still run."""
-        if not self.nodes:
-            self.write_configs()
-        else:
-            self.refuse_if_running()
+        ours = not self.nodes
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if ours:
+                self.write_configs()
+            else:
+                self.refuse_if_running()
+            try:
+                self._start(timeout, detach=detach, wait_view=wait_view)
+                return
+            except PortTaken as taken:
+                if not ours or attempt == PORT_ATTEMPTS:
+                    raise AmcastError(f"local cluster failed to start: {taken}") from None
+                self.nodes = []
+                if self._port_chosen:
+                    self.port = free_port()
+
+    def _start(self, timeout: float, *, detach: bool, wait_view: bool) -> None:
         notify_path = str(self.directory / "notify.sock")
         if os.path.exists(notify_path):
             os.unlink(notify_path)
@@ -261,7 +292,11 @@ class LocalCluster:
                 left = deadline - time.monotonic()
                 for n in self.nodes:
                     if n.process is not None and n.process.poll() is not None:
-                        self._abort(f"node {n.node} exited with {n.process.returncode}", n)
+                        why = f"node {n.node} exited with {n.process.returncode}"
+                        if self._address_in_use(n):
+                            self.stop(timeout=5)
+                            raise PortTaken(self._why(n, why))
+                        self._abort(why, n)
                 if left <= 0:
                     lagging = viewless()
                     late = {**waiting, **{p: n for n in self.nodes if (p := n.pid) in lagging}}
@@ -287,6 +322,7 @@ class LocalCluster:
         env["NOTIFY_SOCKET"] = notify_path
         env["PYTHONUNBUFFERED"] = "1"
         stderr = open(n.config.parent / "amcastd.log", "ab")  # noqa: SIM115
+        n.log_offset = stderr.tell()
         try:
             n.process = subprocess.Popen(
                 [*(self.wrappers[n.node] if self.wrappers else []),
@@ -393,6 +429,17 @@ class LocalCluster:
             os.unlink(notify_path)
         self.save()
         return Restarted(spawned_at, ready_at, in_view_at)
+
+    @staticmethod
+    def _address_in_use(n: NodeProcess) -> bool:
+        """Whether this run of the daemon (its log since the spawn) stopped on an address
+        in use: its one line at start-up names the errno (``EADDRINUSE``)."""
+        try:
+            with open(n.config.parent / "amcastd.log", "rb") as fh:
+                fh.seek(n.log_offset)
+                return b"EADDRINUSE" in fh.read()
+        except OSError:
+            return False
 
     @staticmethod
     def _why(n: NodeProcess, what: str) -> str:

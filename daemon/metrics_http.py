@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import socket
 import ssl
 import time
@@ -58,6 +59,7 @@ from typing import Any
 import h11
 import structlog
 from amcast.daemon.metrics_access import BasicAuth, MetricsAccess, parse_basic
+from amcast.protocols.errors import ConfigurationError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import choose_encoder
 
@@ -82,14 +84,26 @@ REALM = b'Basic realm="amcast metrics", charset="UTF-8"'
 
 def listening_socket(address: str, port: int) -> socket.socket:
     """A listening TCP socket (``SO_REUSEADDR``), resolved and bound here: asyncio's own
-    resolution would start libuv's resolver threads (four) for the daemon's lifetime."""
-    family, kind, proto, _, sockaddr = socket.getaddrinfo(
-        address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
+    resolution would start libuv's resolver threads (four) for the daemon's lifetime.
+    ``ConfigurationError`` naming the address, the port and the errno when it cannot be
+    had (the daemon's one line at start-up; ``amcastd --check`` says the same)."""
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(
+            address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ConfigurationError(f"metrics.address {address!r}: {exc.strerror}") from None
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(sockaddr)
+        try:
+            sock.bind(sockaddr)
+        except OSError as exc:
+            name = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            raise ConfigurationError(
+                f"metrics endpoint {address}:{port} cannot be bound ({name}: {exc.strerror}):"
+                " choose another metrics.port (0 picks a free one) or metrics.address"
+            ) from None
         sock.listen(BACKLOG)
         sock.setblocking(False)
     except BaseException:

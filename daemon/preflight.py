@@ -27,13 +27,13 @@ import dataclasses
 import grp
 import os
 import random
-import socket
 from typing import Any
 
 from amcast.daemon import native
 from amcast.daemon.api import directory_problem, socket_path_problem
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.metrics_access import load_access
+from amcast.daemon.metrics_http import listening_socket
 from amcast.daemon.state import StateFile
 from amcast.daemon.transport import open_transport
 from amcast.protocols.errors import ConfigurationError
@@ -84,21 +84,8 @@ def log_files_problem(directory: str) -> str | None:
 
 
 def check_tcp_bind(address: str, port: int) -> None:
-    """Bind (and close) a TCP socket as the metrics endpoint's asyncio server would."""
-    try:
-        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise ConfigurationError(f"metrics.address {address!r}: {exc.strerror}") from None
-    family, kind, proto, _, sockaddr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(sockaddr)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"metrics endpoint {address}:{port} cannot be bound ({exc.strerror}): choose "
-                "another metrics.port (0 picks a free one) or metrics.address"
-            ) from None
+    """Bind (and close) the metrics endpoint's listening socket as the daemon would."""
+    listening_socket(address, port).close()
 
 
 def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, Any]:
