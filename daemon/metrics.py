@@ -15,8 +15,9 @@ basic auth from ``amcast.daemon.metrics_access``) on the configured address (def
 127.0.0.1) with a private registry.
 
 Membership: ``Metrics.count_event`` counts the Node's membership events on the loop
-(suspicions by peer, members removed from views by cause, lost primary views by reason,
-own messages in doubt, and the flush-duration histogram); the snapshot also copies
+(suspicions by peer, joiners held back by peer, members removed from views by cause,
+lost primary views by reason, own messages in doubt, and the flush-duration
+histogram); the snapshot also copies
 ``Node.peers()`` and ``Node.quorum`` and turns each peer's ``last_heard`` (daemon clock)
 into seconds of silence at ``taken_at``. Labelled counters whose label values are known
 in advance start at 0, so ``increase()`` sees their first event.
@@ -37,6 +38,7 @@ from amcast.daemon.metrics_access import load_access
 from amcast.daemon.metrics_http import MetricsHttpServer
 from amcast.protocols.events import (
     FlushCompleted,
+    JoinerHeldBack,
     MemberSuspected,
     MessagesInDoubt,
     QuorumLost,
@@ -98,6 +100,8 @@ class Counters:
     services: Counter[str] = dataclasses.field(default_factory=Counter)
     suspicions: Counter[int] = dataclasses.field(default_factory=Counter)
     """``MemberSuspected``, by suspected node."""
+    held_back: Counter[int] = dataclasses.field(default_factory=Counter)
+    """``JoinerHeldBack``, by joiner."""
     exclusions: Counter[str] = dataclasses.field(default_factory=Counter)
     """Members the installed views removed, by cause (``EXCLUSION_CAUSES``)."""
     quorum_lost: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -117,6 +121,9 @@ class PeerSample:
     """Seconds since its last datagram (since this daemon started: never heard)."""
     alive: bool
     in_view: bool
+    held_back_s: float = 0.0
+    """Seconds this daemon, as coordinator, still leaves it out of view changes (heard,
+    but it answered none: ``JoinerHeldBack``); 0 when it does not."""
 
 
 def _messages(envelopes: tuple[bytes, ...]) -> int:
@@ -136,7 +143,8 @@ def _peer_samples(
         heard = info.get("last_heard")
         since = started if heard is None else float(heard)
         out[int(node)] = PeerSample(max(0.0, taken_at - since), bool(info.get("alive")),
-                                    bool(info.get("in_view")))
+                                    bool(info.get("in_view")),
+                                    float(info.get("held_back_s") or 0.0))
     return MappingProxyType(out)
 
 
@@ -180,6 +188,7 @@ class MetricsSnapshot:
     """``Node.quorum``: needed, listed, reachable (and ``last_view``, not exported)."""
     peers: Mapping[int, PeerSample] = dataclasses.field(default_factory=_empty)
     suspicions: Mapping[int, int] = dataclasses.field(default_factory=_empty)
+    held_back: Mapping[int, int] = dataclasses.field(default_factory=_empty)
     exclusions: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     quorum_lost: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     in_doubt: Mapping[str, int] = dataclasses.field(default_factory=_empty)
@@ -217,6 +226,7 @@ class MetricsSnapshot:
             primary=primary, quorum=_frozen(quorum or {}),
             peers=_peer_samples(peers, taken_at, taken_at if started is None else started),
             suspicions=_frozen({**dict.fromkeys(map(int, peers), 0), **counters.suspicions}),
+            held_back=_frozen({**dict.fromkeys(map(int, peers), 0), **counters.held_back}),
             exclusions=_frozen({**dict.fromkeys(EXCLUSION_CAUSES, 0), **counters.exclusions}),
             quorum_lost=_frozen({**dict.fromkeys(QUORUM_LOST_REASONS, 0),
                                  **counters.quorum_lost}),
@@ -445,14 +455,24 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
     in_view = GaugeMetricFamily("amcast_peer_in_view",
                                 "1 while this peer is a member of the installed view",
                                 labels=["peer"])
+    held = GaugeMetricFamily(
+        "amcast_peer_held_back_seconds",
+        "seconds this daemon, as coordinator, still leaves this peer out of view changes: "
+        "it is heard but answered none that would take it in (it may not hear this one: "
+        "a one-way cut, a firewall dropping what comes in); 0 when not held back",
+        labels=["peer"])
     for node, peer in sorted(s.peers.items()):
         heard.add_metric([str(node)], peer.silent_s)
         alive.add_metric([str(node)], int(peer.alive))
         in_view.add_metric([str(node)], int(peer.in_view))
-    yield from (heard, alive, in_view)
+        held.add_metric([str(node)], peer.held_back_s)
+    yield from (heard, alive, in_view, held)
     for name, doc, label, values in (
         ("amcast_member_suspicions", "members of the view suspected after suspect_timeout "
          "of silence, by peer", "peer", s.suspicions),
+        ("amcast_joiners_held_back", "times this daemon, as coordinator, left a heard "
+         "daemon out of view changes because it answered none that would take it in, by "
+         "peer", "peer", s.held_back),
         ("amcast_member_exclusions", "members the views installed here removed, by cause: "
          "excluded (crashed, paused, cut off or restarted), left (graceful leave)", "cause",
          s.exclusions),
@@ -503,6 +523,8 @@ class Metrics:
             counters.quorum_lost[str(ev.reason)] += 1
         elif isinstance(ev, MemberSuspected):
             counters.suspicions[int(ev.node)] += 1
+        elif isinstance(ev, JoinerHeldBack):
+            counters.held_back[int(ev.node)] += 1
         elif isinstance(ev, FlushCompleted):
             self.flush_duration.observe(max(0.0, ev.duration_s))
         elif isinstance(ev, MessagesInDoubt):

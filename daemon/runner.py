@@ -82,6 +82,7 @@ from amcast.protocols.events import (
     BatchDelivered,
     DatagramDropped,
     FlushCompleted,
+    JoinerHeldBack,
     JoinRefused,
     MemberSuspected,
     MessagesInDoubt,
@@ -897,6 +898,12 @@ class Daemon:
         elif kind is FlushCompleted:
             log.info("flush done", node=self.node_id, view=ev.view, delivered=ev.delivered,
                      duration_s=round(ev.duration_s, 4))
+        elif kind is JoinerHeldBack:
+            log.warning("joiner held back: it is heard but answered no view change that "
+                        "would take it in; it may not hear this node (a one-way cut, a "
+                        "firewall dropping what comes in)", node=self.node_id,
+                        member=ev.node, view=ev.view, rounds_missed=ev.missed,
+                        hold_s=round(ev.hold_s, 3))
         elif kind is JoinRefused:
             log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
                       detail=ev.detail, refused_here=ev.local)
@@ -1007,6 +1014,7 @@ class Daemon:
                 heard = info["last_heard"]
                 peers.append({"node": peer, "incarnation": info["incarnation"],
                               "alive": info["alive"], "in_view": info["in_view"],
+                              "held_back_s": info.get("held_back_s"),
                               "last_heard_s": None if heard is None else max(0.0, now - heard)})
             quorum = node.quorum
         return {"view": view, "peers": peers, "quorum": quorum}

@@ -138,6 +138,20 @@ class MemberSuspected(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JoinerHeldBack(Event):
+    """This member, as coordinator, will leave daemon ``node`` out of view changes for
+    ``hold_s``: it is heard (its JOINs arrive) but answered none of the last ``missed``
+    rounds that would have taken it in, so it may not hear this member at all (a
+    one-way cut, a host firewall that drops what comes in). Sooner, as soon as it names
+    a view it learned from the group (it hears again)."""
+
+    node: int
+    view: int
+    hold_s: float
+    missed: int
+
+
+@dataclass(frozen=True, slots=True)
 class ViewProposed(Event):
     """This member, as coordinator, proposed view ``view`` (ballot ``ballot``)."""
 

@@ -419,7 +419,9 @@ class Node:
 
     def peers(self) -> dict[int, dict[str, float | int | bool | None]]:
         """Per listed node: ``last_heard`` (the caller's clock, ``None``: never),
-        ``incarnation`` (-1: unknown), ``alive`` (not suspected), ``in_view``."""
+        ``incarnation`` (-1: unknown), ``alive`` (not suspected), ``in_view``,
+        ``held_back_s`` (seconds this coordinator still leaves it out of view changes:
+        heard, but it answered none; ``None``: not held back)."""
         m = self.membership
         now = m._now
         view = m.view
@@ -433,6 +435,7 @@ class Node:
                 "incarnation": -1 if inc is None else inc,
                 "alive": m.detector.alive(node, now),
                 "in_view": view is not None and view.member(node) is not None,
+                "held_back_s": m.held_back_for(node, now),
             }
         return out
 

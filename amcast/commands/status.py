@@ -124,13 +124,22 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     if logs.get("errors"):
         lines.append(f"logs: CANNOT WRITE ({logs.get('write_failures')} refused writes; records "
                      f"are lost, deliveries go on): {'; '.join(logs['errors'])}")
-    rows = [[p["node"], p.get("incarnation"), "yes" if p.get("in_view") else "no",
+    rows = [[p["node"], p.get("incarnation"), _in_view(p),
              "yes" if p.get("alive") else "SUSPECTED",
              "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]
             for p in st.get("peers") or []]
     table = {"title": "peers", "columns": ["node", "incarnation", "in view", "alive",
                                             "last heard (s ago)"], "rows": rows}
     return lines, table
+
+
+def _in_view(peer: dict[str, Any]) -> str:
+    """``yes``, ``no``, or ``no, HELD BACK 12.8 s`` on the coordinator: the peer is heard
+    but answered no view change that would take it in (it may not hear this node)."""
+    if peer.get("in_view"):
+        return "yes"
+    held = peer.get("held_back_s")
+    return "no" if held is None else f"no, HELD BACK {held:.1f} s (may not hear us)"
 
 
 def transport_line(st: dict[str, Any]) -> str:

@@ -25,7 +25,9 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
 - Joins and restarts: a listed daemon that (re)starts announces itself with a fresh
   incarnation and is taken in by the next view; it never reuses a (view, seq) pair.
   A daemon whose ordering settings differ, or that claims the node id of a live
-  member, is refused with a reason on both sides.
+  member, is refused with a reason on both sides. A joiner that is heard but answers
+  no round (it may not hear us) is left out of rounds for doubling holds
+  (``JoinerHeldBack``) until it names a view it learned from us.
 
 Coordination: every node tracks who is alive; the lowest live compatible node is the
 coordinator and runs a ``Round`` whenever the view it sees differs from the live set
@@ -44,6 +46,7 @@ from typing import Any
 from amcast.protocols.events import (
     Event,
     FlushCompleted,
+    JoinerHeldBack,
     JoinRefused,
     MemberSuspected,
     OrderGap,
@@ -93,10 +96,13 @@ same after this share of ``flush_timeout``, the coordinator's deadline for votes
 (``_vote_unheld``)."""
 HISTORY = 64
 RETIRE_AFTER = 10.0
-DEAF_JOINER_MAX_HOLD = 8
+DEAF_JOINER_MAX_HOLD = 64
 """A joiner that did not answer a round it was a candidate of, and has learned no view
-since, is left out of the next rounds for ``suspect_timeout`` times 1, 2, 4, then this
-many (``_hold_back_silent_joiners``)."""
+since, is left out of the next rounds for ``suspect_timeout`` times 1, 2, 4, ... up to
+this many (``_hold_back_silent_joiners``): 51 s with the default 0.8 s. Each round
+for it stops ordering for ``flush_timeout`` and ends in a view of the same members;
+a joiner that hears again names a newer view and is taken in at once, whatever its
+hold (``_held_back``)."""
 
 
 @dataclass(slots=True)
@@ -1017,12 +1023,22 @@ class MembershipLayer:
             peer.missed_rounds += 1
             peer.held_back_until = now + hold
             peer.held_back_known = peer.known_view_id
+            self.events.append(JoinerHeldBack(
+                node, self.view.view_id if self.view is not None else 0, hold,
+                peer.missed_rounds))
 
     def _held_back(self, node: int, now: float) -> bool:
         peer = self.peers.get(node)
         return (peer is not None and now < peer.held_back_until
                 and peer.known_view_id <= peer.held_back_known
                 and (self.view is None or self.abandoned or node not in self.view.nodes))
+
+    def held_back_for(self, node: int, now: float) -> float | None:
+        """Seconds this member, as coordinator, still leaves ``node`` out of view
+        changes (``JoinerHeldBack``); ``None`` when it does not."""
+        if not self._held_back(node, now):
+            return None
+        return self.peers[node].held_back_until - now
 
     def _send_accept(self, r: Round) -> None:
         """``ACCEPT`` in the form every daemon reads; when a holder voted already, a

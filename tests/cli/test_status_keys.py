@@ -1,5 +1,5 @@
 """``amcast status`` text: the key line an operator reads during a key rollover, and the
-transport line, and the logs line when the disk refuses them."""
+transport line, the logs line when the disk refuses them, and a peer held back as deaf."""
 
 from __future__ import annotations
 
@@ -44,3 +44,16 @@ def test_a_log_the_disk_refuses_is_a_line_of_its_own() -> None:
                       "errors": ["/var/log/amcast/delivery.jsonl: No space left on device"]}
     (line,) = [line for line in membership_report(status)[0] if line.startswith("logs")]
     assert "CANNOT WRITE (4 refused writes" in line and "No space left on device" in line
+
+
+def test_a_peer_held_back_as_deaf_says_so_in_the_peers_table() -> None:
+    peers = [{"node": 1, "incarnation": 5, "alive": True, "in_view": True,
+              "held_back_s": None, "last_heard_s": 0.01},
+             {"node": 3, "incarnation": 5, "alive": True, "in_view": False,
+              "held_back_s": 12.84, "last_heard_s": 0.02},
+             {"node": 4, "incarnation": 5, "alive": False, "in_view": False,
+              "last_heard_s": 3.0}]
+    status = {"view": {"id": 3, "members": [0, 1], "primary": True}, "peers": peers}
+    _, table = membership_report(status)
+    assert [row[2] for row in table["rows"]] == [
+        "yes", "no, HELD BACK 12.8 s (may not hear us)", "no"]

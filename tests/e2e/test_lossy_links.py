@@ -128,6 +128,11 @@ async def test_a_node_that_hears_nothing_but_is_heard_is_excluded_then_rejoins()
         await judge(run)
         # the majority kept ordering while node 3 was cut off
         assert run.verdict().views[without.frame["view"]]["messages"] > 0
+        # and the coordinator told its operator why node 3 stayed out
+        logs = [(n.config.parent / "amcastd.log").read_text() for n in run.cluster.nodes[:3]]
+        held = [line for text in logs for line in text.splitlines()
+                if "joiner held back" in line and '"member": 3' in line]
+        assert held, "no daemon logged node 3 held back"
 
 
 @pytest.mark.processes

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.events import (
+    JoinerHeldBack,
     JoinRefused,
     OrderGap,
     QuorumLost,
@@ -218,16 +219,55 @@ def test_a_node_that_is_heard_but_hears_nothing_costs_few_view_changes() -> None
     # in ended, without its promise, in a view of the same three: one view change every
     # 0.3 s (24 during the cut, as real daemons did, tests/e2e/test_lossy_links.py).
     # A joiner that missed a round and learned no view since is now left out of rounds
-    # for 1, 2, 4, then 8 suspicion timeouts; once it hears again it is taken in at once.
+    # for 1, 2, 4, ... up to 64 suspicion timeouts; once it hears again it is taken in
+    # at once.
     c = cluster(4, seed=41)
     c.schedule(Fault(1.0, "partition", groups=((0, 1, 2), (3,)), duration=8.0, one_way=True))
     ok(c.run(STEADY_LOAD, max_time=40))
     during = [v for t, v, members in installs(c, 0) if 1.0 < t < 9.0]
     assert 1 <= len(during) <= 5, installs(c, 0)
+    held = [(e.node, e.hold_s / SUSPECT, e.missed) for e in events(c, 0, JoinerHeldBack)]
+    assert held[:3] == [(3, 1.0, 1), (3, 2.0, 2), (3, 4.0, 3)], held
+    assert all(not events(c, i, JoinerHeldBack) for i in (1, 2, 3))  # the coordinator's
     assert all(members == (0, 1, 2) for t, v, members in installs(c, 0) if 1.0 < t < 9.0)
     back = first_install(c, 0, 9.0, lambda members: 3 in members)
     assert back < 9.0 + 2 * SUSPECT
     assert {installs(c, i)[-1][2] for i in range(4)} == {(0, 1, 2, 3)}
+
+
+def test_a_node_deaf_for_two_minutes_costs_a_view_change_per_doubling_hold() -> None:
+    # Each round that tries to take a deaf joiner in stops ordering for flush_timeout
+    # (0.25 s) and ends in a view of the same members. With holds capped at 8 suspicion
+    # timeouts that was one such stall every 6.4 s for as long as the cut lasted: 21
+    # view changes in these two minutes. Capped at 64 (51 s): holds of 1, 2, 4, ..., 64,
+    # then 64 again, and 9 view changes.
+    c = cluster(4, seed=41)
+    c.schedule(Fault(1.0, "partition", groups=((0, 1, 2), (3,)), duration=120.0,
+                     one_way=True))
+    ok(c.run(Workload(messages_per_node=600, interval=0.2, senders=3), max_time=160))
+    during = [t for t, v, members in installs(c, 0) if 1.0 < t < 121.0]
+    assert len(during) <= 10, installs(c, 0)
+    holds = [e.hold_s / SUSPECT for e in events(c, 0, JoinerHeldBack)]
+    assert holds[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], holds
+    assert set(holds[7:]) <= {64.0}, holds
+    back = first_install(c, 0, 121.0, lambda members: 3 in members)
+    assert back < 121.0 + 2 * SUSPECT  # a 51 s hold does not delay its return
+    assert {installs(c, i)[-1][2] for i in range(4)} == {(0, 1, 2, 3)}
+
+
+def test_the_coordinator_reports_how_long_it_still_holds_a_deaf_joiner_back() -> None:
+    c = cluster(4, seed=41)
+    c.schedule(Fault(1.0, "partition", groups=((0, 1, 2), (3,)), duration=100.0,
+                     one_way=True))
+    result = c.run(Workload(messages_per_node=60, interval=0.2, senders=3), max_time=20)
+    # node 3 hears nothing to the end, so the live processes end in different views (the
+    # liveness checker says so); every other property holds
+    assert {k for k, v in result.violations.items() if v} == {"liveness"}
+    last = events(c, 0, JoinerHeldBack)[-1]
+    peer = c.nodes[0].peers()[3]
+    assert peer["alive"] and not peer["in_view"]
+    assert 0 < peer["held_back_s"] <= last.hold_s  # type: ignore[operator]
+    assert all(c.nodes[i].peers()[3]["held_back_s"] is None for i in (1, 2))
 
 
 def test_a_daemon_with_other_ordering_settings_is_refused_on_both_sides() -> None:
