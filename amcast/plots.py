@@ -1,5 +1,5 @@
-"""Charts for people: latency distributions of simulated or measured runs, and W1
-figures against N beside the peer systems (matplotlib).
+"""Charts for people: latency distributions of simulated or measured runs, W1 figures
+against N beside the peer systems, and light load against N (matplotlib).
 
 matplotlib comes with the ``analytics`` extra; without it, plotting raises a clear
 ``ConfigurationError`` and nothing else is affected.
@@ -119,6 +119,57 @@ def against_n(series: Sequence[Mapping[str, Any]], path: Path, *, title: str = "
     if title:
         fig.suptitle(title, fontsize=11)
     rows = -(-max(1, len(legend)) // 4)
+    fig.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def light_load(series: Sequence[Mapping[str, Any]], path: Path, *, title: str = "") -> Path:
+    """Two panels against N at one fixed rate: sender latency p50 (marker) with p99 (bar
+    top), and CPU µs of all processes per ordered message; one line per series
+    ``{"label", "points": [{"n", "lat_p50_ms", "lat_p99_ms", "cpu_us_per_msg"}]}``."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), squeeze=False)
+    lat_ax, cpu_ax = axes[0]
+    markers = ["o", "s", "^", "D", "v", "P", "X"]
+    ns: set[int] = set()
+    for index, s in enumerate(series):
+        look = {"color": f"C{index % 10}", "marker": markers[index % len(markers)],
+                "linewidth": 1.6, "markersize": 5, "label": s["label"]}
+        lat = [p for p in s["points"] if p.get("lat_p50_ms") is not None]
+        if lat:
+            dodge = 0.1 * (index - (len(series) - 1) / 2)
+            p50 = [p["lat_p50_ms"] for p in lat]
+            p99 = [p.get("lat_p99_ms") or p["lat_p50_ms"] for p in lat]
+            lat_ax.errorbar([p["n"] + dodge for p in lat], p50,
+                            yerr=[[0.0] * len(lat),
+                                  [hi - lo for lo, hi in zip(p50, p99, strict=True)]],
+                            capsize=3, **look)
+        cpu = [p for p in s["points"] if p.get("cpu_us_per_msg") is not None]
+        if cpu:
+            cpu_ax.plot([p["n"] for p in cpu], [p["cpu_us_per_msg"] for p in cpu], **look)
+        ns.update(p["n"] for p in s["points"])
+    for ax, panel_title, ylabel in (
+        (lat_ax, "sender latency: p50 (marker), p99 (bar top)", "latency (ms)"),
+        (cpu_ax, "CPU of all processes per ordered message", "CPU µs / ordered msg"),
+    ):
+        ax.set_title(panel_title, fontsize=10)
+        ax.set_xlabel("members N")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(sorted(ns))
+        ax.grid(True, alpha=0.3, which="both")
+        if ax.has_data():
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(_plain_log_labels())
+            ax.yaxis.set_minor_formatter(_plain_log_labels())
+    handles, labels = lat_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))),
+               fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    rows = -(-max(1, len(labels)) // 3)
     fig.tight_layout(rect=(0, 0.04 + 0.04 * rows, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

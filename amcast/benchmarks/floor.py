@@ -80,6 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=int, default=100, help="payload bytes (default 100)")
     p.add_argument("--no-amcast", dest="amcast", action="store_false",
                    help="run the floor only")
+    p.add_argument("--peers", type=Path, metavar="RUN_DIR",
+                   help="a peer-harness run directory (results/raw/<run>): its JGroups and "
+                        "Corosync latency runs join the table and the chart")
+    p.add_argument("--plot", type=Path, metavar="PNG",
+                   help="chart latency and CPU per message against N (needs matplotlib)")
 
 
 # ---- the processes of the floor run ---------------------------------------------------
@@ -345,6 +350,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(x) for x in str(args.nodes).split(",") if x]
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {}
+    notes = [f"{os.cpu_count()} CPUs shared by every process",
+             f"prompt ackers: N=4 {prompt_ackers(4, 2)}, N=8 {prompt_ackers(8, 4)}"]
     with tempfile.TemporaryDirectory(prefix="amcast-floor-") as tmp:
         for n in sizes:
             floor = floor_run(n, args, Path(tmp))
@@ -360,6 +367,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 a, f = rows[-1], rows[-3]
                 rows.append([n, "amcast / floor", None,
                              *(_ratio(a[i], f[i]) for i in range(3, len(COLUMNS)))])
+    if getattr(args, "peers", None) is not None:
+        rows.extend(peer_rows(args.peers))
+        notes.append(f"peer rows: the latency runs of {args.peers} (its own run, on this "
+                     "machine if it ran here)")
+    if getattr(args, "plot", None) is not None:
+        from amcast import plots
+
+        plots.light_load(chart_series(rows), args.plot,
+                         title=f"light load: {args.rate:.0f} msgs/s from one member, "
+                               f"{os.cpu_count()} CPUs")
+        notes.append(f"chart: {args.plot}")
     return {
         "title": f"amcast bench floor: {args.rate:.0f} msgs/s of {args.size} bytes from node "
                  f"0 for {args.duration:.0f} s after {args.warmup:.0f} s, every node "
@@ -368,9 +386,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "tables": [{"title": "light load: the design's floor beside amcast", "columns": COLUMNS,
                     "rows": rows}],
         "figures": figures,
-        "notes": [f"{os.cpu_count()} CPUs shared by every process",
-                  f"prompt ackers: N=4 {prompt_ackers(4, 2)}, N=8 {prompt_ackers(8, 4)}"],
+        "notes": notes,
     }
+
+
+PEERS = {"jgroups-seq": "JGroups SEQUENCER", "corosync-cpg": "Corosync CPG"}
+
+
+def peer_rows(run_dir: Path) -> list[list[Any]]:
+    """The JGroups and Corosync latency runs of a peer-harness run, as table rows (p50,
+    p99, CPU µs of all processes per ordered message; medians over repetitions)."""
+    from amcast.benchmarks.peers_plot import read_run
+
+    out = []
+    for s in read_run(run_dir, set(PEERS))["series"]:
+        name = PEERS[s["system"]] + (f" ({s['variant']})" if s["variant"] else "")
+        for p in s["points"]:
+            if p["mode"] == "lat":
+                out.append([p["n"], name, None, p["lat_p50_ms"], p["lat_p99_ms"], None, None,
+                            None, p["cpu_us_per_msg"], None])
+    return out
+
+
+def chart_series(rows: list[list[Any]]) -> list[dict[str, Any]]:
+    """One series per run name of the table (ratio rows left out)."""
+    series: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r[1] == "amcast / floor":
+            continue
+        series.setdefault(r[1], []).append(
+            {"n": r[0], "lat_p50_ms": r[3], "lat_p99_ms": r[4], "cpu_us_per_msg": r[8]})
+    labels = {"floor": "floor: bare Python, daemon + client hops",
+              "floor, embedded": "floor: bare Python, embedded (no client hops)"}
+    return [{"label": labels.get(name, name), "points": sorted(points, key=lambda p: p["n"])}
+            for name, points in series.items()]
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from amcast.benchmarks import floor
+from tests.cli.test_bench_plot_peers import record, write
 
 pytestmark = pytest.mark.processes
 
@@ -60,3 +62,35 @@ def test_amcast_is_set_beside_the_floor_with_their_ratios(
     assert ratio["CPU s, all processes"] == pytest.approx(5.0)
     assert ratio["CPU us/msg"] == pytest.approx(5.0)
     assert ratio["node wake-ups/msg"] == pytest.approx(1.0)
+
+
+def test_the_peers_latency_runs_join_the_table_and_the_chart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    def measured(n: int, a: Any, base: Any, **kw: Any) -> dict[str, Any]:
+        return {"n": n, "p50_s": 0.0003, "p99_s": 0.0009, "samples": 1000,
+                "node_cpu_s": 0.3, "client_cpu_s": 0.1, "wakeups": 4000, "ordered": 1000}
+
+    monkeypatch.setattr(floor, "floor_run", measured)
+    run = tmp_path / "run"
+    for n in (4, 8):
+        write(run, f"jgroups-seq-n{n}-lat-nobundle",
+              record("jgroups-seq", n, "lat", [1000.0] * n, cpu=0.5, lat=(0.2, 3.0),
+                     extra="nobundle"))
+        write(run, f"corosync-cpg-n{n}-tput-norr",  # throughput runs stay out
+              record("corosync-cpg", n, "tput", [5000.0] * n, cpu=1.0, server_cpu=1.0,
+                     extra="norr"))
+    png = tmp_path / "floor.png"
+    report = floor.run(args(nodes="4,8", peers=run, plot=png))
+    peers = [r for r in report["tables"][0]["rows"] if r[1].startswith("JGroups")]
+    assert [(r[0], r[1], r[3], r[4]) for r in peers] == [
+        (4, "JGroups SEQUENCER (nobundle)", 0.2, 3.0),
+        (8, "JGroups SEQUENCER (nobundle)", 0.2, 3.0)]
+    # 0.5 CPU-s per member in the 10 s window at 1,000 msgs/s: 500 us per message at N=4
+    assert peers[0][8] == pytest.approx(4 * 0.5 / 10_000 * 1e6)
+    assert not [r for r in report["tables"][0]["rows"] if r[1].startswith("Corosync")]
+    assert png.stat().st_size > 10_000
+    labels = [s["label"] for s in floor.chart_series(report["tables"][0]["rows"])]
+    assert labels == ["floor: bare Python, daemon + client hops",
+                      "floor: bare Python, embedded (no client hops)",
+                      "JGroups SEQUENCER (nobundle)"]
