@@ -17,10 +17,10 @@ basic auth from ``amcast.daemon.metrics_access``) on the configured address (def
 Membership: ``Metrics.count_event`` counts the Node's membership events on the loop
 (suspicions by peer, joiners held back by peer, members removed from views by cause,
 lost primary views by reason, own messages in doubt, and the flush-duration
-histogram); the snapshot also copies
-``Node.peers()`` and ``Node.quorum`` and turns each peer's ``last_heard`` (daemon clock)
-into seconds of silence at ``taken_at``. Labelled counters whose label values are known
-in advance start at 0, so ``increase()`` sees their first event.
+histogram); the snapshot also copies ``Node.peers()`` and ``Node.quorum`` and turns
+each peer's ``last_heard`` (daemon clock) into seconds of silence at ``taken_at``.
+Labelled counters whose label values are known in advance start at 0, so
+``increase()`` sees their first event.
 
 Names follow the Prometheus conventions: ``amcast_`` prefix, ``_total`` for counters,
 base units (seconds, bytes). The list is in ``docs/daemon.md``.

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from amcast.benchmarks.cluster import cpu_seconds, percentile, wakeups
+from amcast.commands._common import CommandFailed
 from amcast.localcluster import free_port
 from amcast.protocols.session import prompt_ackers
 
@@ -294,7 +295,7 @@ def floor_run(n: int, args: argparse.Namespace, base: Path, *,
         last = _sample(nodes, clients)
         out, err = sender.communicate(timeout=total + 30)
         if sender.returncode != 0:
-            raise RuntimeError(f"the floor's sender failed: {err.strip()[-500:]}")
+            raise CommandFailed(f"the floor's sender failed: {err.strip()[-500:]}")
         report = json.loads(out.strip().splitlines()[-1])
     finally:
         for p in [*clients, *nodes]:
@@ -315,7 +316,7 @@ def _wait_ready(p: subprocess.Popen[str]) -> None:
     if line.strip() != "ready":
         p.kill()
         why = p.stderr.read() if p.stderr else ""
-        raise RuntimeError(f"a floor node did not start: {why.strip()[-500:]}")
+        raise CommandFailed(f"a floor node did not start: {why.strip()[-500:]}")
 
 
 def amcast_run(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
