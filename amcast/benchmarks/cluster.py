@@ -57,6 +57,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amcast.benchmarks.options import group_sizes
 from amcast.benchmarks.trace_stages import STAGES, message_stages
 from amcast.client import BlockingClient
 from amcast.localcluster import LocalCluster
@@ -463,7 +464,7 @@ TRACED_COLUMNS = ["N", "stage", "samples", "mean ms", "p50 ms", "p99 ms"]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(x) for x in str(args.nodes).split(",") if x]
+    sizes = group_sizes(args.nodes, "--nodes", minimum=2)
     tmp = None
     if args.dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="amcast-bench-")

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from amcast.benchmarks.options import group_sizes
+from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
 from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
 
@@ -42,8 +44,12 @@ def _time_engine(n: int, rule: OrderingRule, messages: list[CausalMessage]) -> t
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(s) for s in args.sizes.split(",")]
-    rules = [OrderingRule(r) for r in args.rules.split(",")]
+    sizes = group_sizes(args.sizes, "--sizes", minimum=2)
+    try:
+        rules = [OrderingRule(r.strip()) for r in args.rules.split(",") if r.strip()]
+    except ValueError:
+        raise ConfigurationError(f"--rules {args.rules!r}: want some of "
+                                 f"{', '.join(r.value for r in OrderingRule)}") from None
     quiet = getattr(args, "json", False)
     rows = []
     per_insert: dict[tuple[OrderingRule, int], float] = {}

@@ -45,9 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amcast.benchmarks.options import group_sizes
 from amcast.faultload import FaultRun, Recorder, percentile
 from amcast.localcluster import LocalCluster
-from amcast.protocols.errors import ConfigurationError
 
 NAME = "failover"
 HELP = ("kill -9 / restart / SIGTERM of random daemons under load: time to the new view, "
@@ -243,9 +243,7 @@ def _met(values: list[float], bound: float) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import uvloop
 
-    sizes = [int(x) for x in str(args.nodes).split(",") if x.strip()]
-    if any(n < 3 for n in sizes):
-        raise ConfigurationError("--nodes: at least 3 daemons (a kill must leave a majority)")
+    sizes = group_sizes(args.nodes, "--nodes", minimum=3, why="a kill must leave a majority")
     rng = random.Random(args.seed)
 
     def say(msg: str) -> None:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from amcast.benchmarks.cluster import cpu_seconds, percentile, wakeups
+from amcast.benchmarks.options import group_sizes
 from amcast.commands._common import CommandFailed
 from amcast.localcluster import free_port
 from amcast.protocols.session import prompt_ackers
@@ -348,7 +349,7 @@ COLUMNS = ["N", "run", "samples", "p50 ms", "p99 ms", "CPU s, all processes",
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(x) for x in str(args.nodes).split(",") if x]
+    sizes = group_sizes(args.nodes, "--nodes", minimum=2)
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by every process",

@@ -48,6 +48,7 @@ from typing import Any
 
 import msgpack
 
+from amcast.benchmarks.options import group_sizes
 from amcast.protocols import node as node_module
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.node import Node
@@ -294,10 +295,7 @@ def _slope(points: list[dict[str, Any]], key: str) -> float:
 def sizes_of(args: argparse.Namespace) -> list[int]:
     if args.quick and args.nodes == DEFAULT_NODES:
         return [4, 8, 16]
-    sizes = sorted({int(x) for x in args.nodes.split(",")})
-    if not sizes or sizes[0] < 2:
-        raise SystemExit("--nodes: group sizes must be >= 2")
-    return sizes
+    return sorted(set(group_sizes(args.nodes, "--nodes", minimum=2)))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

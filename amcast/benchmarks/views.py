@@ -25,6 +25,7 @@ import statistics
 import sys
 from typing import Any
 
+from amcast.benchmarks.options import group_sizes
 from amcast.protocols.events import FlushCompleted
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.checkers import Proc
@@ -115,7 +116,7 @@ def one_seed(n: int, seed: int) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(x) for x in args.sizes.split(",")]
+    sizes = group_sizes(args.sizes, "--sizes", minimum=2)
     seeds = range(1, (5 if args.quick else args.seeds) + 1)
     rows = []
     figures: dict[str, Any] = {}

@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import AMCAST, amcast, env
 from tests.client.fakedaemon import FakeDaemon
 
@@ -121,3 +123,18 @@ def test_cluster_stop_without_a_cluster_exits_1(short_dir: Path) -> None:
 def test_usage_errors_exit_2() -> None:
     r = amcast("send")
     assert r.code == 2 and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("cluster", "--nodes", "4,x"), "--nodes '4,x': want comma-separated whole numbers"),
+    (("floor", "--nodes", "1"), "--nodes '1': every size must be at least 2"),
+    (("failover", "--nodes", "2"), "at least 3 (a kill must leave a majority)"),
+    (("scale", "--nodes", "1,4"), "--nodes '1,4': every size must be at least 2"),
+    (("views", "--sizes", ","), "--sizes: no size given"),
+    (("engine", "--rules", "stoto,nope"), "--rules 'stoto,nope': want some of"),
+])
+def test_a_bench_option_that_is_no_list_of_sizes_is_one_line_and_exits_2(
+    args: tuple[str, ...], says: str,
+) -> None:
+    r = amcast("bench", *args)
+    assert r.code == 2 and says in r.one_error_line(), r.err
