@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = group_sizes(args.sizes, "--sizes", minimum=2)
     try:
         rules = [OrderingRule(r.strip()) for r in args.rules.split(",") if r.strip()]
+        if not rules:
+            raise ValueError(args.rules)
     except ValueError:
         raise ConfigurationError(f"--rules {args.rules!r}: want some of "
                                  f"{', '.join(r.value for r in OrderingRule)}") from None

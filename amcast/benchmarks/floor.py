@@ -62,6 +62,7 @@ from amcast.benchmarks.cluster import cpu_seconds, percentile, wakeups
 from amcast.benchmarks.options import group_sizes
 from amcast.commands._common import CommandFailed
 from amcast.localcluster import free_port
+from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.session import prompt_ackers
 
 NAME = "floor"
@@ -350,6 +351,10 @@ COLUMNS = ["N", "run", "samples", "p50 ms", "p99 ms", "CPU s, all processes",
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = group_sizes(args.nodes, "--nodes", minimum=2)
+    if not (args.rate > 0 and args.duration > 0 and args.warmup >= 0 and args.size >= 16):
+        raise ConfigurationError("--rate and --duration must be above 0, --warmup at least "
+                                 "0 and --size at least 16 (a message carries its number "
+                                 "and send time)")
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by every process",

@@ -132,8 +132,10 @@ def test_usage_errors_exit_2() -> None:
     (("scale", "--nodes", "1,4"), "--nodes '1,4': every size must be at least 2"),
     (("views", "--sizes", ","), "--sizes: no size given"),
     (("engine", "--rules", "stoto,nope"), "--rules 'stoto,nope': want some of"),
+    (("engine", "--rules", ""), "--rules '': want some of"),
+    (("floor", "--rate", "0"), "--rate and --duration must be above 0"),
 ])
-def test_a_bench_option_that_is_no_list_of_sizes_is_one_line_and_exits_2(
+def test_a_bench_option_out_of_its_range_is_one_line_and_exits_2(
     args: tuple[str, ...], says: str,
 ) -> None:
     r = amcast("bench", *args)
