@@ -61,6 +61,7 @@ from amcast.benchmarks.options import group_sizes
 from amcast.benchmarks.trace_stages import STAGES, message_stages
 from amcast.client import BlockingClient
 from amcast.localcluster import LocalCluster
+from amcast.protocols.errors import ConfigurationError
 
 NAME = "cluster"
 HELP = "W1: N daemons on loopback multicast, ordered msgs/s, CPU s/msg, latency p50/p99"
@@ -465,6 +466,13 @@ TRACED_COLUMNS = ["N", "stage", "samples", "mean ms", "p50 ms", "p99 ms"]
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = group_sizes(args.nodes, "--nodes", minimum=2)
+    if not (args.duration > 0 and args.latency_duration > 0 and args.latency_rate > 0
+            and args.warmup >= 0 and args.latency_warmup >= 0 and args.idle >= 0
+            and args.size >= 16):
+        raise ConfigurationError(
+            "--duration, --latency-duration and --latency-rate must be above 0, --warmup, "
+            "--latency-warmup and --idle at least 0, and --size at least 16 (a message "
+            "carries its send time, sender and number)")
     tmp = None
     if args.dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="amcast-bench-")

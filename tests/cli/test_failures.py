@@ -134,6 +134,7 @@ def test_usage_errors_exit_2() -> None:
     (("engine", "--rules", "stoto,nope"), "--rules 'stoto,nope': want some of"),
     (("engine", "--rules", ""), "--rules '': want some of"),
     (("floor", "--rate", "0"), "--rate and --duration must be above 0"),
+    (("cluster", "--duration", "-1"), "--duration, --latency-duration and --latency-rate"),
 ])
 def test_a_bench_option_out_of_its_range_is_one_line_and_exits_2(
     args: tuple[str, ...], says: str,
