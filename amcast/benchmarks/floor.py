@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def _group_sockets(group: str, port: int) -> tuple[socket.socket, socket.socket]
     return rx, tx
 
 
-async def paced(rate: float, start: float, end: float, send: Any) -> int:
+async def paced(rate: float, start: float, end: float, send: Callable[[int], None]) -> int:
     """Call ``send(seq)`` at ``rate``/s from ``start`` until ``end`` (monotonic), on a
     fixed schedule as ``amcast.loadgen`` keeps it; returns how many were sent."""
     loop = asyncio.get_running_loop()
