@@ -22,16 +22,19 @@ lint: install
 
 # The deterministic tests (the engines, the simulator and its sweeps: virtual time, no
 # sockets, no processes) run on every core with pytest-xdist; the rest (real daemons,
-# sockets, timeouts, Spark) runs after them, one test at a time, as before.
+# sockets, timeouts, Spark) runs after them on PROCESS_WORKERS workers, a test module at a
+# time on each (the analytics tests as one: tests/conftest.py). Those tests mostly wait
+# on timeouts (one worker kept a core 72% busy), so two share two cores.
 PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/node \
 	tests/simulation tests/simulation_cluster tests/fuzz tests/test_layering.py \
 	tests/test_sans_io.py
 TEST_WORKERS ?= auto
+PROCESS_WORKERS ?= 2
 
 test: install lint
 	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
-	$(VENV)/bin/pytest -q $(addprefix --ignore=,$(PURE_TESTS))
+	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	$(MAKE) --no-print-directory test-native
 
 # The protocol core compiled with mypyc (opt-in; README, "A compiled protocol core"):
@@ -60,7 +63,8 @@ NATIVE_PROCESS_TESTS ?= tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py
 NATIVE_PROCESS_SELECT ?= -k "not unicast"
 test-native: native
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(NATIVE_PURE_TESTS) && \
-	$(VENV)/bin/pytest -q $(NATIVE_PROCESS_SELECT) $(NATIVE_PROCESS_TESTS); status=$$?; \
+	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(NATIVE_PROCESS_SELECT) \
+	  $(NATIVE_PROCESS_TESTS); status=$$?; \
 	$(PY) deploy/build_native.py --remove; exit $$status
 
 DEMO_DIR ?= var/demo

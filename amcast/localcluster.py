@@ -52,7 +52,35 @@ class PortTaken(AmcastError):
     """A daemon exited at start-up because an address it was to bind is in use."""
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_FLOOR = 10000
+"""Lowest port ``free_port`` picks: below it are the well-known and registered services."""
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range for sockets bound to port 0 (Linux's default where unreadable)."""
+    try:
+        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
+    """A port of 127.0.0.1 free for ``kind`` now, picked at random below the kernel's
+    ephemeral range where that leaves room: the kernel never hands it to a socket bound to
+    port 0, so a daemon that is killed and restarted finds its port still free. In the
+    ephemeral range (the kernel's pick) when no random pick is free."""
+    low, _ = _ephemeral_ports()
+    rng = random.SystemRandom()
+    for _ in range(64 if low - PORT_FLOOR >= 1000 else 0):
+        port = rng.randrange(PORT_FLOOR, low)
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -11,9 +11,26 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from amcast.daemon import native
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (make test's process tests on two workers) with the analytics
+    tests as one unit: they share one Spark session and their log sets, made once per
+    worker. Any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "tests/analytics" if module.startswith("tests/analytics/") else module
+
+    return FileScheduling(config, log)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

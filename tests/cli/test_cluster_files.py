@@ -39,6 +39,31 @@ def test_configs_holding_the_key_are_owner_only_even_over_wider_old_files(
     assert len(Keyring.parse(cluster.key_file.read_text()).ids) == 1  # one fresh key
 
 
+@pytest.mark.parametrize("kind", [socket.SOCK_DGRAM, socket.SOCK_STREAM])
+def test_free_ports_lie_below_the_kernels_ephemeral_range_and_are_free(kind: int) -> None:
+    """A killed daemon's port must still be free at its restart: the kernel hands ports
+    of its ephemeral range to every socket bound to port 0 (clients, senders, other
+    tests' daemons), never one below it."""
+    low, _ = localcluster._ephemeral_ports()
+    ports = {localcluster.free_port(kind) for _ in range(50)}
+    assert len(ports) > 40  # random, not one port over and over
+    for port in ports:
+        assert localcluster.PORT_FLOOR <= port < low
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", ports.pop()))
+
+
+def test_free_port_takes_the_kernels_pick_when_no_room_is_below_its_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    narrow = tmp_path / "ip_local_port_range"
+    narrow.write_text(f"{localcluster.PORT_FLOOR + 10}\t60999\n")
+    monkeypatch.setattr(localcluster, "EPHEMERAL_RANGE", narrow)
+    assert localcluster.free_port() >= localcluster.PORT_FLOOR + 10
+    monkeypatch.setattr(localcluster, "EPHEMERAL_RANGE", tmp_path / "missing")
+    assert localcluster._ephemeral_ports() == (32768, 60999)
+
+
 def test_a_port_taken_between_its_pick_and_the_bind_starts_the_cluster_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
