@@ -57,13 +57,13 @@ PORT_FLOOR = 10000
 """Lowest port ``free_port`` picks: below it are the well-known and registered services."""
 
 
-def _ephemeral_ports() -> tuple[int, int]:
-    """The kernel's range for sockets bound to port 0 (Linux's default where unreadable)."""
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives a socket bound to port 0 (Linux's default where
+    that is unreadable)."""
     try:
-        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split())
-    except (OSError, ValueError):
-        return 32768, 60999
-    return low, high
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def free_port(kind: int = socket.SOCK_DGRAM) -> int:
@@ -71,7 +71,7 @@ def free_port(kind: int = socket.SOCK_DGRAM) -> int:
     ephemeral range where that leaves room: the kernel never hands it to a socket bound to
     port 0, so a daemon that is killed and restarted finds its port still free. In the
     ephemeral range (the kernel's pick) when no random pick is free."""
-    low, _ = _ephemeral_ports()
+    low = _ephemeral_low()
     rng = random.SystemRandom()
     for _ in range(64 if low - PORT_FLOOR >= 1000 else 0):
         port = rng.randrange(PORT_FLOOR, low)
