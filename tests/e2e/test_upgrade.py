@@ -25,6 +25,7 @@ over. Either way round:
 - ``new-coordinator``: nodes 0 and 1 upgraded first; node 4 and the new node 0 killed;
   the new node 1 coordinates the old 2 and 3.
 
+The first runs over multicast, the second over the unicast transport (``network.peers``).
 The killed daemons come back on this tree, the rest are upgraded, and the whole history
 is judged by ``faultload.verdict``: identical sequences in every view at the daemons that
 completed it, nothing accepted lost, nothing delivered twice.
@@ -118,7 +119,8 @@ def resolves_to(wrapper: list[str], module: str) -> tuple[str, bool]:
 
 
 @pytest.fixture
-async def mixed() -> AsyncIterator[FaultRun]:
+async def mixed(request: pytest.FixtureRequest) -> AsyncIterator[FaultRun]:
+    """Five daemons of ``BASE`` under load, over the transport the test names."""
     directory = Path(tempfile.mkdtemp(prefix="amup-", dir="/tmp"))
     run: FaultRun | None = None
     cluster: LocalCluster | None = None
@@ -130,7 +132,8 @@ async def mixed() -> AsyncIterator[FaultRun]:
         where, holder_rule = resolves_to([], "amcast.protocols.membership.agreement")
         assert where.startswith(str(ROOT)) and holder_rule
         cluster = LocalCluster(5, directory / "cluster", metrics=False, log_level="info",
-                               wrappers=[list(old) for _ in range(5)])
+                               wrappers=[list(old) for _ in range(5)],
+                               transport=request.param)
         run = FaultRun(cluster, rate=200)
         await asyncio.to_thread(cluster.start, 60)
         await run.connect_all()
@@ -164,8 +167,9 @@ def running_from(pid: int | None) -> str:
     return next((e.decode() for e in env if e.startswith(b"PYTHONPATH=")), "")
 
 
-@pytest.mark.parametrize("first", [(4, 3), (0, 1)], ids=["old-coordinator",
-                                                        "new-coordinator"])
+@pytest.mark.parametrize(("mixed", "first"), [("multicast", (4, 3)), ("unicast", (0, 1))],
+                         ids=["old-coordinator-multicast", "new-coordinator-unicast"],
+                         indirect=["mixed"])
 async def test_rolling_upgrade_from_the_base_version_with_crashes_in_the_mixed_cluster(
     mixed: FaultRun, first: tuple[int, int],
 ) -> None:
