@@ -27,6 +27,7 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from amcast import __version__, commands
 from amcast.client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
@@ -43,8 +44,16 @@ EXIT_BROKEN_PIPE = 141
 EXIT_STATUSES = __doc__.split("never a traceback:\n\n", 1)[1].rstrip()
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line too (argparse prints the whole usage first): what was
+    wrong, and where the help is. Subcommands' parsers are of this class as well."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="amcast", description=__doc__.splitlines()[0],
         epilog=f"exit statuses:\n{EXIT_STATUSES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -99,7 +108,10 @@ def error(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as done:  # --help, --version, a usage error (printed)
+            return int(done.code or 0)
         status = int(args.func(args) or 0)
         sys.stdout.flush()
         return status

@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.client import Client, ClientError
 from amcast.faultload import CLOSED, GAP, FaultRun, Notice, Recorder, Verdict
-from amcast.loadgen import LoadReport, Receiver, send_load
+from amcast.loadgen import MIN_SIZE, LoadReport, Receiver, send_load
 from amcast.localcluster import LocalCluster
 from amcast.protocols.errors import AmcastError
 
@@ -355,9 +356,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", type=Path, default=None,
                    help="configs, sockets and logs (default: var/demo, var/demo-faults with "
                         "--faults)")
-    p.add_argument("--nodes", type=int, default=4)
-    p.add_argument("--messages", type=int, default=2500, help="messages per node")
-    p.add_argument("--size", type=int, default=100, help="payload bytes")
+    p.add_argument("--nodes", type=whole(1), default=4)
+    p.add_argument("--messages", type=whole(1), default=2500, help="messages per node")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100, help="payload bytes")
     p.add_argument("--mixed", action="store_true",
                    help="cycle the service levels causal/agreed/safe instead of agreed only")
     p.add_argument("--faults", action="store_true",

@@ -36,6 +36,8 @@ from typing import Any
 from amcast.client import Client, ClientError, DeliveredBatch
 
 HEADER = struct.Struct(">dII")
+MIN_SIZE = HEADER.size
+"""The smallest message a load generator sends: its send time, tag and number."""
 
 
 @dataclass

@@ -19,6 +19,16 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"want a whole number at least 1, not {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("logdir", help="directory holding the daemons' *.jsonl* logs "
                         "(searched recursively): a path, a file: URI, or a URI Spark reads "
@@ -30,5 +40,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time window of the figures, seconds (default: %(default)s)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (alone on stdout; progress on stderr)")
-    parser.add_argument("--shuffle-partitions", type=int, default=None,
+    parser.add_argument("--shuffle-partitions", type=positive_count, default=None,
                         help="spark.sql.shuffle.partitions (default: 8 in local mode)")

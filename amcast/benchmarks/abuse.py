@@ -60,7 +60,9 @@ from pathlib import Path
 from typing import Any
 
 from amcast import socket_protocol as sp
+from amcast.argtypes import positive, whole
 from amcast.client import BlockingClient
+from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import LocalCluster
 
 NAME = "abuse"
@@ -85,48 +87,49 @@ SETTLE_S = 15.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nodes", type=int, default=1, help="daemons (default 1; abuse on node 0)")
+    p.add_argument("--nodes", type=whole(1), default=1, help="daemons (default 1; abuse on node 0)")
     p.add_argument(
         "--connections",
-        type=int,
+        type=whole(1),
         default=1000,
         help="idle greeted connections of the 'connections' phase (default 1000)",
     )
     p.add_argument(
         "--readers",
-        type=int,
+        type=whole(1),
         default=20,
         help="clients that join the honest group and never read (default 20)",
     )
     p.add_argument(
-        "--flooders", type=int, default=4, help="threads writing oversized frames (default 4)"
+        "--flooders", type=whole(1), default=4, help="threads writing oversized frames (default 4)"
     )
     p.add_argument(
         "--stallers",
-        type=int,
+        type=whole(1),
         default=200,
         help="half-written / half-closed connections (default 200)",
     )
     p.add_argument(
         "--duration",
-        type=float,
+        type=positive,
         default=4.0,
         help="seconds of each honest measurement (paced, then saturated; default 4)",
     )
     p.add_argument(
-        "--rate", type=float, default=2000.0, help="paced honest messages/s (default 2000)"
+        "--rate", type=positive, default=2000.0, help="paced honest messages/s (default 2000)"
     )
-    p.add_argument("--size", type=int, default=100, help="honest payload bytes (default 100)")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100,
+                   help="honest payload bytes (default 100)")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive,
         default=2.0,
         help="api.hello_timeout_s, frame_timeout_s, slow_reader_timeout_s and "
         "close_grace_s of the daemon under test (default 2)",
     )
     p.add_argument(
         "--queue-high",
-        type=int,
+        type=whole(0),
         default=0,
         help="api.client_queue_high_bytes of the daemon under test (default 0: the "
         "daemon's default, 4 MiB); client_queue_max_bytes is then 8 times it (at least 4 MiB)",

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.protocols.errors import ConfigurationError
 
 NAME = "analytics"
@@ -24,15 +25,15 @@ HELP = "delivery records/s the Spark analysis job processes (local mode, synthet
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--records", type=int, default=10_000_000,
+    parser.add_argument("--records", type=whole(1), default=10_000_000,
                         help="delivery records in the log set (default: %(default)s)")
-    parser.add_argument("--nodes", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--nodes", type=whole(1), default=4)
+    parser.add_argument("--seed", type=whole(0), default=1)
     parser.add_argument("--cache", type=Path, default=Path("var/bench-analytics"),
                         help="where generated log sets are kept (default: %(default)s)")
     parser.add_argument("--master", default="local[*]")
     parser.add_argument("--driver-memory", default="4g")
-    parser.add_argument("--shuffle-partitions", type=int, default=8)
+    parser.add_argument("--shuffle-partitions", type=whole(1), default=8)
 
 
 def log_set(args: argparse.Namespace, say: Any) -> tuple[Path, float]:

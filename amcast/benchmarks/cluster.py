@@ -57,11 +57,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import non_negative, positive, whole
 from amcast.benchmarks.options import group_sizes
 from amcast.benchmarks.trace_stages import STAGES, message_stages
 from amcast.client import BlockingClient
+from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import LocalCluster
-from amcast.protocols.errors import ConfigurationError
 
 NAME = "cluster"
 HELP = "W1: N daemons on loopback multicast, ordered msgs/s, CPU s/msg, latency p50/p99"
@@ -73,21 +74,21 @@ SNMP = "/proc/net/snmp"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", default="4,8", help="comma-separated cluster sizes (default 4,8)")
-    p.add_argument("--duration", type=float, default=10.0, help="measured seconds (default 10)")
-    p.add_argument("--warmup", type=float, default=3.0, help="seconds before measuring")
-    p.add_argument("--size", type=int, default=100, help="payload bytes (default 100)")
+    p.add_argument("--duration", type=positive, default=10.0, help="measured seconds (default 10)")
+    p.add_argument("--warmup", type=non_negative, default=3.0, help="seconds before measuring")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100, help="payload bytes (default 100)")
     p.add_argument("--no-receive", dest="receive", action="store_false",
                    help="clients only send (do not join the group and consume deliveries)")
-    p.add_argument("--latency-rate", type=float, default=1000.0)
-    p.add_argument("--latency-duration", type=float, default=5.0,
+    p.add_argument("--latency-rate", type=positive, default=1000.0)
+    p.add_argument("--latency-duration", type=positive, default=5.0,
                    help="measured seconds of the latency run (default 5)")
-    p.add_argument("--latency-warmup", type=float, default=1.0,
+    p.add_argument("--latency-warmup", type=non_negative, default=1.0,
                    help="seconds of the latency run before measuring (default 1)")
     p.add_argument("--skip-latency", action="store_true")
     p.add_argument("--trace", action="store_true",
                    help="latency run with logs.trace on: time each stage of one message "
                         "(the tracing itself costs the daemons CPU)")
-    p.add_argument("--idle", type=float, default=5.0,
+    p.add_argument("--idle", type=non_negative, default=5.0,
                    help="seconds of idle CPU measurement before the throughput load "
                         "(default 5; 0 skips)")
     p.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
@@ -466,13 +467,6 @@ TRACED_COLUMNS = ["N", "stage", "samples", "mean ms", "p50 ms", "p99 ms"]
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = group_sizes(args.nodes, "--nodes", minimum=2)
-    if not (args.duration > 0 and args.latency_duration > 0 and args.latency_rate > 0
-            and args.warmup >= 0 and args.latency_warmup >= 0 and args.idle >= 0
-            and args.size >= 16):
-        raise ConfigurationError(
-            "--duration, --latency-duration and --latency-rate must be above 0, --warmup, "
-            "--latency-warmup and --idle at least 0, and --size at least 16 (a message "
-            "carries its send time, sender and number)")
     tmp = None
     if args.dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="amcast-bench-")

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.benchmarks.options import group_sizes
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
@@ -28,8 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rules", default="stoto,gltoto,lex", help="rules to measure, comma-separated"
     )
-    parser.add_argument("--messages", type=int, default=20000, help="data messages per trace")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; best is kept")
+    parser.add_argument("--messages", type=whole(1), default=20000, help="data messages per trace")
+    parser.add_argument("--repeat", type=whole(1), default=3, help="runs per figure; best is kept")
     parser.add_argument("--seed", type=int, default=1)
 
 

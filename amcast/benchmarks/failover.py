@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import positive, whole
 from amcast.benchmarks.options import group_sizes
 from amcast.faultload import FaultRun, Recorder, percentile
 from amcast.localcluster import LocalCluster
@@ -59,11 +60,13 @@ BASELINE = 1.0  # the rate before a kill is measured over this long (s)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", default="4,8", help="comma-separated cluster sizes (default 4,8)")
-    p.add_argument("--kills", type=int, default=20, help="kill -9 per cluster size (default 20)")
-    p.add_argument("--leaves", type=int, default=5, help="SIGTERM per cluster size (default 5)")
-    p.add_argument("--rate", type=float, default=200.0,
+    p.add_argument("--kills", type=whole(0), default=20,
+                   help="kill -9 per cluster size (default 20)")
+    p.add_argument("--leaves", type=whole(0), default=5,
+                   help="SIGTERM per cluster size (default 5)")
+    p.add_argument("--rate", type=positive, default=200.0,
                    help="messages/s each node's client sends (default 200)")
-    p.add_argument("--timeout", type=float, default=30.0, help="bound on every wait (s)")
+    p.add_argument("--timeout", type=positive, default=30.0, help="bound on every wait (s)")
     p.add_argument("--seed", type=int, default=None, help="seed of the victim choice")
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: a temp dir)")
 

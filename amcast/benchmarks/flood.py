@@ -49,9 +49,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import non_negative, positive, whole
 from amcast.benchmarks.cluster import cpu_seconds
 from amcast.client import BlockingClient
 from amcast.floodattack import KINDS
+from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import LocalCluster, free_port
 from amcast.protocols.errors import AmcastError
 from amcast.protocols.node_config import NodeConfig
@@ -64,10 +66,10 @@ HELP = "attack floods (garbage, forged, replayed, insider nacks): amplification,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nodes", type=int, default=3, help="daemons (default 3)")
+    p.add_argument("--nodes", type=whole(1), default=3, help="daemons (default 3)")
     p.add_argument(
         "--datagrams",
-        type=int,
+        type=whole(1),
         default=100_000,
         help="attack datagrams per attack (default 100,000)",
     )
@@ -78,29 +80,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--attack-rate",
-        type=float,
+        type=non_negative,
         default=0.0,
         help="attack datagrams per second at most (default 0: as fast as possible)",
     )
     p.add_argument(
         "--attacker-nice",
-        type=int,
+        type=whole(-20, 19),
         default=0,
         help="run the attacker at this nice level (e.g. 19): on a host with fewer cores "
         "than processes, what the daemons' handling of the flood costs, apart from the "
         "attacker's own CPU (default 0)",
     )
-    p.add_argument("--window", type=float, default=5.0, help="baseline seconds (default 5)")
-    p.add_argument("--warmup", type=float, default=2.0, help="seconds before the baseline")
+    p.add_argument("--window", type=positive, default=5.0, help="baseline seconds (default 5)")
+    p.add_argument("--warmup", type=non_negative, default=2.0, help="seconds before the baseline")
     p.add_argument(
         "--settle",
-        type=float,
+        type=non_negative,
         default=0.5,
         help="seconds after an attack still counted in its window (default 0.5)",
     )
     p.add_argument(
         "--capture-s",
-        type=float,
+        type=positive,
         default=1.0,
         help="seconds the replay attacker records genuine traffic (and the most the insider "
         "waits to hear some; default 1)",
@@ -111,7 +113,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="after each attack, run the same attacker against a port no daemon listens "
         "on: what its CPU alone costs the honest load on this host",
     )
-    p.add_argument("--size", type=int, default=100, help="honest payload bytes (default 100)")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100,
+                   help="honest payload bytes (default 100)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--protocol",

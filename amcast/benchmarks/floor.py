@@ -59,11 +59,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import non_negative, positive, whole
 from amcast.benchmarks.cluster import cpu_seconds, percentile, wakeups
 from amcast.benchmarks.options import group_sizes
 from amcast.commands._common import CommandFailed
+from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import free_port
-from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.session import prompt_ackers
 
 NAME = "floor"
@@ -78,10 +79,10 @@ FRAME = struct.Struct("!I")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", default="4,8", help="comma-separated cluster sizes (default 4,8)")
-    p.add_argument("--rate", type=float, default=1000.0, help="messages/s from node 0")
-    p.add_argument("--duration", type=float, default=5.0, help="measured seconds (default 5)")
-    p.add_argument("--warmup", type=float, default=1.0, help="seconds before measuring")
-    p.add_argument("--size", type=int, default=100, help="payload bytes (default 100)")
+    p.add_argument("--rate", type=positive, default=1000.0, help="messages/s from node 0")
+    p.add_argument("--duration", type=positive, default=5.0, help="measured seconds (default 5)")
+    p.add_argument("--warmup", type=non_negative, default=1.0, help="seconds before measuring")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100, help="payload bytes (default 100)")
     p.add_argument("--no-amcast", dest="amcast", action="store_false",
                    help="run the floor only")
     p.add_argument("--peers", type=Path, metavar="RUN_DIR",
@@ -352,10 +353,6 @@ COLUMNS = ["N", "run", "samples", "p50 ms", "p99 ms", "CPU s, all processes",
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = group_sizes(args.nodes, "--nodes", minimum=2)
-    if not (args.rate > 0 and args.duration > 0 and args.warmup >= 0 and args.size >= 16):
-        raise ConfigurationError("--rate and --duration must be above 0, --warmup at least "
-                                 "0 and --size at least 16 (a message carries its number "
-                                 "and send time)")
     rows: list[list[Any]] = []
     figures: dict[str, Any] = {}
     notes = [f"{os.cpu_count()} CPUs shared by every process",

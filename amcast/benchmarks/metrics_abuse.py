@@ -41,7 +41,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from amcast.argtypes import positive, whole
 from amcast.benchmarks.cluster import cpu_seconds
+from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import LocalCluster
 
 NAME = "metrics-abuse"
@@ -74,12 +76,12 @@ COLUMNS = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--duration", type=float, default=10.0, help="seconds per phase (10)")
-    p.add_argument("--half-open", type=int, default=1000, help="connections held (1000)")
-    p.add_argument("--scrapers", type=int, default=50, help="concurrent scrapers (50)")
-    p.add_argument("--rate", type=float, default=500.0, help="messages/s sent (500)")
-    p.add_argument("--size", type=int, default=100, help="payload bytes (100)")
-    p.add_argument("--nodes", type=int, default=1, help="daemons (1; node 0 is attacked)")
+    p.add_argument("--duration", type=positive, default=10.0, help="seconds per phase (10)")
+    p.add_argument("--half-open", type=whole(1), default=1000, help="connections held (1000)")
+    p.add_argument("--scrapers", type=whole(1), default=50, help="concurrent scrapers (50)")
+    p.add_argument("--rate", type=positive, default=500.0, help="messages/s sent (500)")
+    p.add_argument("--size", type=whole(MIN_SIZE), default=100, help="payload bytes (100)")
+    p.add_argument("--nodes", type=whole(1), default=1, help="daemons (1; node 0 is attacked)")
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: temp dir)")
 
 

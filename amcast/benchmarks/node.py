@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
@@ -37,7 +38,7 @@ CAUSAL_ONLY = ((ServiceLevel.CAUSAL, 1.0),)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--messages", type=int, default=400,
+    parser.add_argument("--messages", type=whole(1), default=400,
                         help="messages per sender in the saturation and throughput runs")
     parser.add_argument("--quick", action="store_true", help="smaller runs (CI smoke test)")
 

@@ -25,6 +25,7 @@ import statistics
 import sys
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.benchmarks.options import group_sizes
 from amcast.protocols.events import FlushCompleted
 from amcast.protocols.node_config import NodeConfig
@@ -42,7 +43,7 @@ RATE = 20.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seeds", type=int, default=20, help="seeds per cluster size")
+    parser.add_argument("--seeds", type=whole(1), default=20, help="seeds per cluster size")
     parser.add_argument("--sizes", default="4,8,16", help="cluster sizes, comma-separated")
     parser.add_argument("--quick", action="store_true", help="5 seeds per size (CI smoke test)")
 

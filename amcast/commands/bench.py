@@ -23,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if not hasattr(module, "run"):
             continue
         description = getattr(module, "DESCRIPTION", None)  # a longer text, as it is written
-        sub = bench_sub.add_parser(
-            module.NAME, help=module.HELP, description=description or module.HELP,
+        sub = bench_sub.add_parser(  # argparse %-formats help: HELP is text as written
+            module.NAME, help=module.HELP.replace("%", "%%"),
+            description=description or module.HELP,
             **({"formatter_class": argparse.RawDescriptionHelpFormatter} if description else {}),
         )
         sub.add_argument("--json", action="store_true", help="print one JSON object")

@@ -12,6 +12,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from amcast.argtypes import whole
 from amcast.commands._common import CommandFailed
 from amcast.localcluster import LocalCluster
 
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, help_text in (("start", "start in the background and return"),
                             ("run", "run in the foreground until Ctrl-C, then stop")):
         s = sub.add_parser(name, help=help_text)
-        s.add_argument("--nodes", "-n", type=int, default=4)
+        s.add_argument("--nodes", "-n", type=whole(1), default=4)
         s.add_argument("--dir", type=Path, default=Path("var/cluster"),
                        help="configs, sockets and logs go here (default: %(default)s)")
         s.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",

@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from amcast.argtypes import positive, whole
 from amcast.client import (
     BlockingClient,
     DeliveredBatch,
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     add_socket_argument(p)
     p.add_argument("--group", "-g", action="append", required=True, help="group to join")
-    p.add_argument("--count", "-n", type=int, help="exit after this many messages")
-    p.add_argument("--timeout", type=float, help="exit after this many idle seconds")
+    p.add_argument("--count", "-n", type=whole(1), help="exit after this many messages")
+    p.add_argument("--timeout", type=positive, help="exit after this many idle seconds")
     p.add_argument("--json", action="store_true",
                    help="one JSON object per line, with an event key")
     p.add_argument("--members", action="store_true",

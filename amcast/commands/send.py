@@ -17,6 +17,7 @@ import select
 import sys
 import time
 
+from amcast.argtypes import positive
 from amcast.client import (
     SERVICES,
     BlockingClient,
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--wait", action="store_true",
                    help="join the groups and wait until our messages are delivered back; "
                         "print their total-order positions")
-    p.add_argument("--timeout", type=float, default=10.0,
+    p.add_argument("--timeout", type=positive, default=10.0,
                    help="seconds to wait for amcastd to confirm (and, with --wait, deliver) "
                         "our messages (default %(default)s)")
     p.add_argument("messages", nargs="*", help="messages (default: one per line of stdin)")

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from amcast.argtypes import non_negative, number, positive, whole
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.ordering import DEFAULT_RULE, OrderingRule
 from amcast.protocols.simulation.causal_broadcast import Topology, Workload
@@ -34,14 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", choices=["section7", "custom", "faults", "membership"],
                    default="section7")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--duration", type=float, default=10.0, help="virtual seconds of sending")
-    p.add_argument("--n", type=int, default=8, help="processors (custom)")
-    p.add_argument("--rate", type=float, default=50.0, help="msgs/s per sender (custom)")
-    p.add_argument("--delay-ms", type=float, default=0.5, help="mean network delay (custom)")
+    p.add_argument("--duration", type=positive, default=10.0, help="virtual seconds of sending")
+    p.add_argument("--n", type=whole(1), default=8, help="processors (custom)")
+    p.add_argument("--rate", type=positive, default=50.0, help="msgs/s per sender (custom)")
+    p.add_argument("--delay-ms", type=non_negative, default=0.5, help="mean network delay (custom)")
     p.add_argument("--lans", type=int, choices=[1, 2], default=1, help="1 bus or 2 LANs")
-    p.add_argument("--gateway-ms", type=float, default=20.0, help="gateway delay, 2 LANs")
+    p.add_argument("--gateway-ms", type=non_negative, default=20.0, help="gateway delay, 2 LANs")
     p.add_argument(
-        "--slow", type=int, action="append", default=[], help="index of a 10x slower node"
+        "--slow", type=whole(0), action="append", default=[], help="index of a 10x slower node"
     )
     p.add_argument(
         "--rules",
@@ -49,24 +50,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated rules, each optionally rule:phi (custom)",
     )
     faults = p.add_argument_group("--preset faults (full Nodes over a lossy network)")
-    faults.add_argument("--seeds", type=int, default=1000, help="number of seeds to run")
-    faults.add_argument("--n-min", type=int, default=3, help="smallest cluster")
-    faults.add_argument("--n-max", type=int, default=8, help="largest cluster")
-    faults.add_argument("--max-loss", type=float, default=0.2,
+    faults.add_argument("--seeds", type=whole(1), default=1000, help="number of seeds to run")
+    faults.add_argument("--n-min", type=whole(2), default=3, help="smallest cluster")
+    faults.add_argument("--n-max", type=whole(2), default=8, help="largest cluster")
+    faults.add_argument("--max-loss", type=number(0, maximum=0.9), default=0.2,
                         help="loss rates spread over 0..this")
-    faults.add_argument("--duplicate", type=float, default=0.2, help="duplication rate")
-    faults.add_argument("--reorder", type=float, default=0.2, help="reordering rate")
-    faults.add_argument("--messages", type=int, default=12, help="messages per node and seed")
+    faults.add_argument("--duplicate", type=number(0, maximum=1), default=0.2,
+                        help="duplication rate")
+    faults.add_argument("--reorder", type=number(0, maximum=1), default=0.2, help="reordering rate")
+    faults.add_argument("--messages", type=whole(1), default=12, help="messages per node and seed")
     faults.add_argument("--rule", default=DEFAULT_RULE.value, choices=[r.value for r in OrderingRule
                                                            if r.value != "toto"],
                         help="ordering rule of the Nodes")
     faults.add_argument("--disk-faults", action="store_true",
                         help="a full disk at one node per seed, often with a restart during "
                              "it (membership)")
-    faults.add_argument("--read-batching-ms", type=float, default=0.0,
+    faults.add_argument("--read-batching-ms", type=number(0, maximum=1000), default=0.0,
                         help="nodes read arrivals in batches as the daemon does, waking "
                              "within this many ms (faults and membership; 0: one by one)")
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", type=whole(1), default=1,
                    help="processes running seeds in parallel (--preset membership)")
     p.add_argument("--plot", type=Path, help="write latency distributions to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -88,22 +90,16 @@ def _variants(spec: str) -> list[tuple[OrderingRule, float | None]]:
     return out
 
 
-def _read_batching(args: argparse.Namespace) -> float:
-    if not 0.0 <= args.read_batching_ms <= 1000.0:
-        raise ConfigurationError("--read-batching-ms must be within 0..1000")
-    return float(args.read_batching_ms) / 1000
-
-
 def run_faults(args: argparse.Namespace) -> int:
     from amcast.protocols.simulation.cluster import run_cluster_simulation
 
-    if not 2 <= args.n_min <= args.n_max:
-        raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
+    if args.n_min > args.n_max:
+        raise ConfigurationError("--n-min must be <= --n-max")
     seeds = range(args.seed, args.seed + args.seeds)
     report = run_cluster_simulation(
         seeds, n_range=(args.n_min, args.n_max), max_loss=args.max_loss,
         duplicate=args.duplicate, reorder=args.reorder, messages_per_node=args.messages,
-        rule=args.rule, progress=_progress(args), read_batching=_read_batching(args),
+        rule=args.rule, progress=_progress(args), read_batching=args.read_batching_ms / 1000,
     )
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
@@ -114,13 +110,13 @@ def run_membership(args: argparse.Namespace) -> int:
     """The membership sweep, over ``--jobs`` processes; progress on stderr."""
     from amcast.protocols.simulation import membership_sweep as sweep
 
-    if not 2 <= args.n_min <= args.n_max:
-        raise ConfigurationError("--n-min must be >= 2 and <= --n-max")
+    if args.n_min > args.n_max:
+        raise ConfigurationError("--n-min must be <= --n-max")
     seeds = range(args.seed, args.seed + args.seeds)
     report = sweep.run_membership_sweep(
         seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
-        read_batching=_read_batching(args), disk_faults=args.disk_faults)
+        read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from amcast.argtypes import non_negative, positive
 from amcast.client import BlockingClient, ClientTimeout, Unreachable
 from amcast.commands._common import add_socket_argument
 from amcast.protocols.errors import AmcastError
@@ -27,14 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("status", help="show a daemon's state and rates",
                               description=__doc__)
     add_socket_argument(p)
-    p.add_argument("--interval", type=float, default=1.0,
+    p.add_argument("--interval", type=non_negative, default=1.0,
                    help="seconds between the two samples the rates come from (0: no rates)")
     p.add_argument("--json", action="store_true", help="the whole status reply as JSON")
     p.add_argument("--health", action="store_true",
                    help="health check (container HEALTHCHECK, probes): one line; exit 0 "
                         "healthy, 1 unhealthy (the daemon's first problem, or no answer "
                         "in time), 2 no daemon reachable at the socket")
-    p.add_argument("--timeout", type=float, default=5.0,
+    p.add_argument("--timeout", type=positive, default=5.0,
                    help="seconds to wait for the daemon's answer (default %(default)s)")
     p.set_defaults(func=run)
 

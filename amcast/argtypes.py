@@ -1,0 +1,61 @@
+"""Value types of the command line's options, shared by ``amcast.commands`` and
+``amcast.benchmarks``.
+
+Theory of operation: argparse calls an option's ``type`` on its text; an
+``ArgumentTypeError`` becomes ``amcast CMD: error: argument --x: <why>`` and exit status 2,
+the documented usage error. So a count below its least sensible value, a negative or
+infinite duration, or ``nan`` is refused before anything starts, instead of running a
+benchmark with nonsense or failing later with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def whole(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number of at least ``minimum`` and at most ``maximum`` (a count, a size)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"at least {minimum}" + ("" if maximum is None else f" and at most {maximum}")
+            raise argparse.ArgumentTypeError(f"want a whole number {bound}, not {text!r}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number(minimum: float = 0.0, *, above: bool = False,
+           maximum: float = math.inf) -> Callable[[str], float]:
+    """A finite number at least ``minimum`` (above it with ``above``) and at most
+    ``maximum``: seconds, a rate, a fraction."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        low_ok = value > minimum if above else value >= minimum
+        if not (math.isfinite(value) and low_ok and value <= maximum):
+            bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
+            if maximum < math.inf:
+                bound += f" and at most {maximum:g}"
+            raise argparse.ArgumentTypeError(f"want a number {bound}, not {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+positive = number(above=True)
+"""A finite number above 0 (a duration, a rate)."""
+
+non_negative = number()
+"""A finite number of at least 0 (a warm-up, a delay)."""
