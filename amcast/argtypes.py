@@ -20,15 +20,14 @@ def whole(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value: int | None = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if value < minimum or (maximum is not None and value > maximum):
+            value = None
+        if value is None or value < minimum or (maximum is not None and value > maximum):
             bound = f"at least {minimum}" + ("" if maximum is None else f" and at most {maximum}")
             raise argparse.ArgumentTypeError(f"want a whole number {bound}, not {text!r}")
         return value
 
-    parse.__name__ = "whole number"
     return parse
 
 
@@ -50,7 +49,6 @@ def number(minimum: float = 0.0, *, above: bool = False,
             raise argparse.ArgumentTypeError(f"want a number {bound}, not {text!r}")
         return value
 
-    parse.__name__ = "number"
     return parse
 
 
