@@ -143,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     if args.preset == "section7":
         report, results = section7(seed=args.seed, duration=args.duration, progress=progress)
     else:
+        beyond = [i for i in args.slow if i >= args.n]
+        if beyond:
+            raise ConfigurationError(f"--slow {beyond[0]}: the processors are 0..{args.n - 1} "
+                                     f"(--n {args.n})")
         half = args.delay_ms / 2000
         study = Study(
             "custom",

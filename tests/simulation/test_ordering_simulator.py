@@ -153,3 +153,11 @@ def test_simulate_faults_preset_exits_1_when_a_seed_violates_a_property(
 
 def test_simulate_faults_preset_rejects_a_bad_size_range() -> None:
     assert main(["simulate", "--preset", "faults", "--n-min", "5", "--n-max", "4"]) == 2
+
+
+def test_a_slow_processor_that_does_not_exist_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """It was ignored: the run went on with no slow processor."""
+    assert main(["simulate", "--preset", "custom", "--n", "4", "--slow", "4"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "amcast: error: --slow 4: the processors are 0..3 (--n 4)")
