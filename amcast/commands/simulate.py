@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", type=Path, help="write latency distributions to this PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
 
 
 def _progress(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -122,19 +122,32 @@ def run_membership(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def _refuse_ignored_flags(args: argparse.Namespace) -> None:
-    """A flag the chosen preset would ignore is an error, not a silent no-op."""
-    if args.read_batching_ms != 0.0 and args.preset not in ("faults", "membership"):
-        raise ConfigurationError(
-            f"--read-batching-ms applies to --preset faults and membership, not {args.preset}")
-    if args.disk_faults and args.preset != "membership":
-        raise ConfigurationError(f"--disk-faults applies to --preset membership, not {args.preset}")
-    if args.jobs != 1 and args.preset != "membership":
-        raise ConfigurationError(f"--jobs applies to --preset membership, not {args.preset}")
+STUDIES = ("section7", "custom")
+SWEEPS = ("faults", "membership")
+READ_BY: dict[str, tuple[str, ...]] = {
+    "duration": STUDIES, "plot": STUDIES,
+    "n": ("custom",), "rate": ("custom",), "delay_ms": ("custom",), "lans": ("custom",),
+    "gateway_ms": ("custom",), "slow": ("custom",), "rules": ("custom",),
+    "seeds": SWEEPS, "n_min": SWEEPS, "n_max": SWEEPS, "max_loss": SWEEPS,
+    "messages": SWEEPS, "read_batching_ms": SWEEPS,
+    "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
+    "disk_faults": ("membership",), "jobs": ("membership",),
+}
+"""The presets that read each option (``--seed``, ``--json`` and ``--quiet``: all)."""
+
+
+def _refuse_ignored_flags(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """An option the chosen preset would ignore is an error, not a silent no-op."""
+    for action in parser._actions:
+        presets = READ_BY.get(action.dest)
+        if (presets is not None and args.preset not in presets
+                and getattr(args, action.dest) != action.default):
+            raise ConfigurationError(f"{action.option_strings[0]} applies to --preset "
+                                     f"{' and '.join(presets)}, not {args.preset}")
 
 
 def run(args: argparse.Namespace) -> int:
-    _refuse_ignored_flags(args)
+    _refuse_ignored_flags(args, args.parser)
     if args.preset == "faults":
         return run_faults(args)
     if args.preset == "membership":

@@ -8,6 +8,7 @@ ways, so the CI runs seeds of both sweeps with reads batched as well (the long s
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import pytest
@@ -100,6 +101,9 @@ def test_the_cli_refuses_a_read_batching_out_of_range(capsys: pytest.CaptureFixt
     ["--preset", "section7", "--read-batching-ms", "1"],
     ["--preset", "custom", "--read-batching-ms", "2"],
     ["--preset", "faults", "--seeds", "1", "--jobs", "2"],
+    ["--preset", "section7", "--n", "16"],  # these three ran, ignoring the option
+    ["--preset", "membership", "--seeds", "1", "--duplicate", "0.5"],
+    ["--preset", "faults", "--seeds", "1", "--plot", "latency.png"],
 ])
 def test_the_cli_refuses_a_flag_its_preset_would_ignore(
         argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -107,3 +111,16 @@ def test_the_cli_refuses_a_flag_its_preset_would_ignore(
     err = capsys.readouterr().err.strip().splitlines()
     flag = argv[-2]
     assert status == 2 and len(err) == 1 and flag in err[0] and argv[1] in err[0]
+
+
+def test_every_option_of_simulate_says_which_presets_read_it() -> None:
+    """A new option must be placed in ``READ_BY`` (or be read by every preset), or a
+    preset that ignores it would take it silently."""
+    from amcast.commands import simulate
+
+    every_preset = {"help", "preset", "seed", "json", "quiet"}
+    parser = argparse.ArgumentParser()
+    simulate.register(parser.add_subparsers())
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    dests = {a.dest for a in sub.choices["simulate"]._actions}
+    assert dests - every_preset == set(simulate.READ_BY)
