@@ -1,11 +1,13 @@
-"""Value types of the command line's options, shared by ``amcast.commands`` and
-``amcast.benchmarks``.
+"""Value types of the command line's options and its parser class, shared by
+``amcast.commands``, ``amcast.benchmarks`` and ``amcastd`` (a leaf: it imports nothing
+of amcast, so the daemon may use it; tests/test_layering.py).
 
 Theory of operation: argparse calls an option's ``type`` on its text; an
 ``ArgumentTypeError`` becomes ``amcast CMD: error: argument --x: <why>`` and exit status 2,
 the documented usage error. So a count below its least sensible value, a negative or
 infinite duration, or ``nan`` is refused before anything starts, instead of running a
-benchmark with nonsense or failing later with a traceback.
+benchmark with nonsense or failing later with a traceback. ``OneLineParser`` makes every
+usage error that one line (argparse prints the whole usage first).
 """
 
 from __future__ import annotations
@@ -13,6 +15,18 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from typing import NoReturn
+
+USAGE_ERROR = 2
+"""The exit status of a usage error, ``amcast``'s and ``amcastd``'s."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line: what was wrong, and where the help is. Subcommands'
+    parsers are of this class as well."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def whole(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:

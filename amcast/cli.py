@@ -27,9 +27,9 @@ import os
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 from amcast import __version__, commands
+from amcast.argtypes import USAGE_ERROR, OneLineParser
 from amcast.client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
 from amcast.commands._common import CommandFailed
 from amcast.localcluster import ClusterStateError
@@ -37,19 +37,11 @@ from amcast.protocols.errors import AmcastError, ClientError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_USAGE = EXIT_UNREACHABLE = 2
+EXIT_USAGE = EXIT_UNREACHABLE = USAGE_ERROR
 EXIT_TIMEOUT = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 EXIT_STATUSES = __doc__.split("never a traceback:\n\n", 1)[1].rstrip()
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """A usage error is one line too (argparse prints the whole usage first): what was
-    wrong, and where the help is. Subcommands' parsers are of this class as well."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

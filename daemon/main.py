@@ -1,6 +1,7 @@
 """``amcastd``: parse the command line, load the config, run the daemon on uvloop.
 
-Exit status: 0 after a clean shutdown, 2 for a configuration or set-up error (one
+Exit status: 0 after a clean shutdown, 2 for a usage error (one line, as ``amcast``'s),
+or a configuration or set-up error (one
 log line saying what is wrong and what to do; among them another daemon already serving
 ``api.socket``, and a compiled protocol core older than its sources: ``make native``),
 1 for anything unexpected. ``--check`` makes the daemon's own start-up
@@ -22,10 +23,11 @@ from amcast.daemon.logs import configure_logging
 from amcast.protocols.errors import ConfigurationError
 
 from amcast import __version__
+from amcast.argtypes import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="amcastd", description="amcast daemon: atomic multicast over UDP IP multicast"
     )
     parser.add_argument("--config", "-c", help="TOML config file (default: $AMCAST_CONFIG)")

@@ -24,10 +24,12 @@ ALLOWED: dict[str, set[str]] = {
     "protocols": set(),
     "socket_protocol": set(),
     "root": set(),  # amcast/__init__.py: the version only
-    "daemon": {"protocols", "socket_protocol", "root"},
+    "argtypes": set(),  # option value types and the one-line parser
+    "daemon": {"protocols", "socket_protocol", "root", "argtypes"},
     "client": {"socket_protocol", "protocols", "root"},
     "analytics": set(),
-    "tools": {"protocols", "socket_protocol", "client", "root", "analytics", "tools"},
+    "tools": {"protocols", "socket_protocol", "client", "root", "analytics", "tools",
+              "argtypes"},
 }
 """``tools``: the CLI, commands, benchmarks, demo, local clusters and reports; they sit
 on top and nothing below imports them; they run daemons as processes, never import them.
@@ -63,8 +65,8 @@ def _unit(module: str) -> str:
     second = parts[1]
     if second in ("protocols", "daemon", "analytics"):
         return second
-    if second == "socket_protocol":
-        return "socket_protocol"
+    if second in ("socket_protocol", "argtypes"):
+        return second
     if second == "client":
         return "client"
     return "tools"

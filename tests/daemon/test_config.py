@@ -130,3 +130,16 @@ def test_engine_size_keys_cannot_contradict_the_api_limit() -> None:
                             "submit_queue_bytes": 1 << 30}, protocol={"insecure": True})
     nc = cfg.node_config()  # unset max_pending_bytes grows to hold the largest envelope
     assert nc.max_pending_bytes == nc.max_message_size > 48 << 20
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--config"], ["extra"]])
+def test_a_usage_error_of_amcastd_is_one_line_and_exits_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str],
+) -> None:
+    from amcast.daemon.main import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("amcastd: error: ") and err[0].endswith("(see amcastd --help)")
