@@ -903,7 +903,7 @@ class Daemon:
                         "would take it in; it may not hear this node (a one-way cut, a "
                         "firewall dropping what comes in)", node=self.node_id,
                         member=ev.node, view=ev.view, rounds_missed=ev.missed,
-                        hold_s=round(ev.hold_s, 3))
+                        hold_s=round(ev.hold_s, 3), renewed_without_round=ev.renewed)
         elif kind is JoinRefused:
             log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
                       detail=ev.detail, refused_here=ev.local)

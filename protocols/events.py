@@ -143,12 +143,15 @@ class JoinerHeldBack(Event):
     ``hold_s``: it is heard (its JOINs arrive) but answered none of the last ``missed``
     rounds that would have taken it in, so it may not hear this member at all (a
     one-way cut, a host firewall that drops what comes in). Sooner, as soon as it names
-    a view it learned from the group (it hears again)."""
+    a view it learned from the group (it hears again). ``renewed``: the hold that ended
+    is extended with no round, as the joiner did not act on the view history this member
+    sent it during that hold either."""
 
     node: int
     view: int
     hold_s: float
     missed: int
+    renewed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

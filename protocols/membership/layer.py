@@ -27,7 +27,8 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
   A daemon whose ordering settings differ, or that claims the node id of a live
   member, is refused with a reason on both sides. A joiner that is heard but answers
   no round (it may not hear us) is left out of rounds for doubling holds
-  (``JoinerHeldBack``) until it names a view it learned from us.
+  (``JoinerHeldBack``) until it names a view it learned from us; a hold is renewed
+  without a round while its JOINs show it did not hear the history we sent it.
 
 Coordination: every node tracks who is alive; the lowest live compatible node is the
 coordinator and runs a ``Round`` whenever the view it sees differs from the live set
@@ -99,10 +100,10 @@ RETIRE_AFTER = 10.0
 DEAF_JOINER_MAX_HOLD = 64
 """A joiner that did not answer a round it was a candidate of, and has learned no view
 since, is left out of the next rounds for ``suspect_timeout`` times 1, 2, 4, ... up to
-this many (``_hold_back_silent_joiners``): 51 s with the default 0.8 s. Each round
-for it stops ordering for ``flush_timeout`` and ends in a view of the same members;
-a joiner that hears again names a newer view and is taken in at once, whatever its
-hold (``_held_back``)."""
+this many (``_hold_back_silent_joiners``, ``_renew_holds``): 51 s with the default
+0.8 s. Each round for it stops ordering for ``flush_timeout`` and ends in a view of the
+same members; a joiner that hears again names a newer view and is taken in at once,
+whatever its hold (``_held_back``)."""
 
 
 @dataclass(slots=True)
@@ -127,6 +128,11 @@ class Peer:
     ``held_back_known`` (it answered none of our rounds: it may not hear us)."""
     held_back_known: int = 0
     missed_rounds: int = 0
+    holds: int = 0
+    """Holds in a row (each twice as long as the one before, ``DEAF_JOINER_MAX_HOLD``)."""
+    answered_in_hold: float = math.inf
+    """When this member first sent it the view history its JOINs asked for during its
+    current hold (``_renew_holds``)."""
 
 
 SessionFactory = Callable[[ViewRecord, float], ViewSession]
@@ -180,6 +186,8 @@ class MembershipLayer:
         self.round: Round | None = None
         self.backoff_until = now
         self.peers: dict[int, Peer] = {}
+        self._holding: set[int] = set()
+        """Peers with a hold (``Peer.holds``), for ``_renew_holds``."""
         self.retired: dict[int, tuple[ViewSession, float]] = {}
         self.future: dict[int, list[Datagram]] = {}
         self._future_count = 0
@@ -447,7 +455,8 @@ class MembershipLayer:
             peer.incarnation = dg.incarnation
             peer.joining_since = math.inf
             peer.held_back_until = -math.inf
-            peer.missed_rounds = 0
+            peer.missed_rounds = peer.holds = 0
+            self._holding.discard(sender)
             peer.refused = None
             peer.leaving = False
         handler = _HANDLERS[type(msg)]
@@ -518,6 +527,8 @@ class MembershipLayer:
         if not alive or self.coordinator(alive, now) != self.node_id:
             return  # the coordinator answers (not the asking node, if it would be one)
         peer.last_history_reply = now
+        if self._held_back(sender, now) and peer.answered_in_hold == math.inf:
+            peer.answered_in_hold = now
         self._send(Install(entry[0], entry[1]))
 
     def _on_prepare(self, sender: int, incarnation: int, msg: Prepare, now: float) -> None:
@@ -934,7 +945,8 @@ class MembershipLayer:
             if peer is not None and peer.incarnation == m.incarnation:
                 peer.joining_since = math.inf
                 peer.held_back_until = -math.inf
-                peer.missed_rounds = 0
+                peer.missed_rounds = peer.holds = 0
+                self._holding.discard(m.node)
         self.future_since = {v: t for v, t in self.future_since.items() if v > new.view_id}
         for dg in self.future.pop(new.view_id, []):
             self._future_count -= 1
@@ -1019,13 +1031,36 @@ class MembershipLayer:
             peer = self.peers.get(node)
             if peer is None:
                 continue
-            hold = min(2 ** peer.missed_rounds, DEAF_JOINER_MAX_HOLD) * self.cfg.suspect_timeout
             peer.missed_rounds += 1
-            peer.held_back_until = now + hold
-            peer.held_back_known = peer.known_view_id
-            self.events.append(JoinerHeldBack(
-                node, self.view.view_id if self.view is not None else 0, hold,
-                peer.missed_rounds))
+            self._hold(node, peer, now, renewed=False)
+
+    def _hold(self, node: int, peer: Peer, now: float, *, renewed: bool) -> None:
+        hold = min(2 ** peer.holds, DEAF_JOINER_MAX_HOLD) * self.cfg.suspect_timeout
+        peer.holds += 1
+        self._holding.add(node)
+        peer.held_back_until = now + hold
+        peer.held_back_known = peer.known_view_id
+        peer.answered_in_hold = math.inf
+        self.events.append(JoinerHeldBack(
+            node, self.view.view_id if self.view is not None else 0, hold,
+            peer.missed_rounds, renewed))
+
+    def _renew_holds(self, alive: dict[int, Member], now: float) -> None:
+        """A hold that ends is renewed, twice as long and with no round, when the joiner
+        cannot have heard us: we sent it the view history its JOINs asked for early in
+        the hold (a decision naming a later view than its JOINs do), and its JOINs still
+        name the same view. A round for it would stop ordering for ``flush_timeout``
+        and end in a view of the same members. A joiner we could not answer (we hold no
+        history for the view it names) is tried again with a round, as before."""
+        members = self.view.nodes if self.view is not None and not self.abandoned else ()
+        margin = 2 * self.cfg.heartbeat_interval  # a JOIN period and the way back
+        for node in self._holding & alive.keys():
+            peer = self.peers[node]
+            if (peer.held_back_until <= now
+                    and peer.known_view_id <= peer.held_back_known
+                    and peer.answered_in_hold <= peer.held_back_until - margin
+                    and node not in members):
+                self._hold(node, peer, now, renewed=True)
 
     def _held_back(self, node: int, now: float) -> bool:
         peer = self.peers.get(node)
@@ -1107,6 +1142,8 @@ class MembershipLayer:
         if self.coordinator(alive, now) != self.node_id:
             return
         leavers = self._leavers()
+        if self._holding:
+            self._renew_holds(alive, now)
         desired = {n: m for n, m in alive.items() if n not in leavers and n in self.potential
                    and not self._held_back(n, now)}
         if not desired:

@@ -21,7 +21,8 @@ A ``Fault`` happens at virtual time ``at`` to ``nodes``:
   of the process (it is the disk's).
 
 ``random_plan`` draws a plan of faults for a seed (the membership sweep);
-``disk_fault_plan`` adds a full disk to one, often with a restart during it.
+``disk_fault_plan`` adds a full disk to one, often with a restart during it;
+``deaf_fault_plan`` a node that hears nothing for a long while but is heard.
 """
 
 from __future__ import annotations
@@ -146,3 +147,16 @@ def disk_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     if rng.random() < 0.5:
         faults.append(Fault(at + rng.uniform(0.2, 0.9) * duration, "restart", (node,)))
     return faults
+
+
+def deaf_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
+                    suspect_timeout: float = 0.8) -> list[Fault]:
+    """One node that hears nothing while the others hear it (a one-way cut, a host
+    firewall that drops what comes in), somewhere in ``plan``'s span, for 2 to 30
+    suspect timeouts: long enough for the view without it, the round that tries to take
+    it in, and several holds after it (``MembershipLayer._renew_holds``)."""
+    end = max((f.at + f.duration for f in plan), default=0.5)
+    node = rng.randrange(n)
+    others = tuple(i for i in range(n) if i != node)
+    return [Fault(rng.uniform(0.3, max(0.5, end)), "partition", groups=(others, (node,)),
+                  duration=rng.uniform(2.0, 30.0) * suspect_timeout, one_way=True)]

@@ -23,7 +23,12 @@ from typing import Any
 
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload, batching_title
-from amcast.protocols.simulation.faults import Fault, disk_fault_plan, random_plan
+from amcast.protocols.simulation.faults import (
+    Fault,
+    deaf_fault_plan,
+    disk_fault_plan,
+    random_plan,
+)
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 
 RULES = ("lex", "stoto", "gtoto", "gltoto")
@@ -42,9 +47,11 @@ class MembershipPoint:
 def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
                      max_loss: float = 0.2, faults: int | None = None,
                      kinds: Sequence[str] | None = None,
-                     disk_faults: bool = False) -> MembershipPoint:
-    """``disk_faults`` adds a full disk at one node (``faults.disk_fault_plan``), drawn
-    from a stream of its own: the rest of the seed's plan stays what it was without."""
+                     disk_faults: bool = False, deaf_faults: bool = False) -> MembershipPoint:
+    """``disk_faults`` adds a full disk at one node (``faults.disk_fault_plan``),
+    ``deaf_faults`` a node that hears nothing but is heard (``faults.deaf_fault_plan``),
+    each drawn from a stream of its own: the rest of the seed's plan stays what it was
+    without."""
     rng = random.Random(seed * 104729 + 17)
     n = rng.randint(*n_range)
     loss = rng.choice([0.0, 0.0, 0.05, 0.1, max_loss])
@@ -53,6 +60,8 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
     plan = random_plan(rng, n, faults=count, **({"kinds": kinds} if kinds else {}))
     if disk_faults:
         plan += disk_fault_plan(random.Random(seed * 7717 + 3), n, plan)
+    if deaf_faults:
+        plan += deaf_fault_plan(random.Random(seed * 6133 + 5), n, plan)
     return MembershipPoint(seed, n, loss, rule, tuple(plan))
 
 
@@ -86,9 +95,9 @@ class SeedOutcome:
 
 def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
                  messages_per_node: int = 40, read_batching: float = 0.0,
-                 disk_faults: bool = False) -> SeedOutcome:
+                 disk_faults: bool = False, deaf_faults: bool = False) -> SeedOutcome:
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
-                             disk_faults=disk_faults)
+                             disk_faults=disk_faults, deaf_faults=deaf_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
                                   read_batching=read_batching)
     totals: Counter[str] = Counter()
@@ -102,6 +111,8 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
     totals["flush deliveries"] += sum(nd.stats.flush_deliveries for nd in result.all_nodes)
     totals["crash-restarts"] += sum(1 for f in point.plan if f.kind == "restart")
     totals["held back"] += result.drops.get("state_unwritable", 0)
+    if deaf_faults:  # its fault is the plan's last (``membership_point``)
+        totals["deaf views"] += views_during(result, point.plan[-1])
     plan = "; ".join(f.describe() for f in point.plan)
     bad = tuple(
         f"seed {seed} (n={point.n}, {point.rule}, loss {point.loss:.0%}, {plan}): {prop}: {v}"
@@ -111,9 +122,18 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
                        tuple(sorted(totals.items())), bad)
 
 
+def views_during(result: RunResult, fault: Fault) -> int:
+    """Distinct views first installed (by any process) while ``fault`` lasted."""
+    first: dict[int, float] = {}
+    for views in result.views.values():
+        for v in views:
+            first[v.view] = min(v.time, first.get(v.view, v.time))
+    return sum(1 for t in first.values() if fault.at <= t < fault.at + fault.duration)
+
+
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
               max_loss: float = 0.2, read_batching: float = 0.0,
-              disk_faults: bool = False) -> dict:
+              disk_faults: bool = False, deaf_faults: bool = False) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -129,7 +149,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
         "title": f"membership sweep: {len(outcomes)} seeds, n {n_range[0]}..{n_range[1]}, "
                  f"loss 0..{max_loss:.0%}, rules {', '.join(sorted(rules))}"
                  + batching_title(read_batching)
-                 + (", a full disk at one node per seed" if disk_faults else ""),
+                 + (", a full disk at one node per seed" if disk_faults else "")
+                 + (", a node that hears nothing but is heard per seed" if deaf_faults else ""),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -143,6 +164,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
             "of which of unknown outcome": totals["outcome unknown"],
             **({"datagrams held back for an unwritten state record": totals["held back"]}
                if disk_faults else {}),
+            **({"views installed while a node was deaf": totals["deaf views"]}
+               if deaf_faults else {}),
             "copies lost": totals["lost copies"],
         },
         "notes": failures[:50] or [
@@ -166,11 +189,12 @@ def run_membership_sweep(
     jobs: int = 1,
     read_batching: float = 0.0,
     disk_faults: bool = False,
+    deaf_faults: bool = False,
 ) -> dict:
     """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
     one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
                             messages_per_node=messages_per_node, read_batching=read_batching,
-                            disk_faults=disk_faults)
+                            disk_faults=disk_faults, deaf_faults=deaf_faults)
     seeds = list(seeds)
     outcomes: list[SeedOutcome] = []
     step = max(1, len(seeds) // 50)
@@ -193,4 +217,5 @@ def run_membership_sweep(
             for k, o in enumerate(pool.map(one, seeds, chunksize=4), 1):
                 note(k, o)
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
-                     read_batching=read_batching, disk_faults=disk_faults)
+                     read_batching=read_batching, disk_faults=disk_faults,
+                     deaf_faults=deaf_faults)
