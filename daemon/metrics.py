@@ -124,6 +124,9 @@ class PeerSample:
     held_back_s: float = 0.0
     """Seconds this daemon, as coordinator, still leaves it out of view changes (heard,
     but it answered none: ``JoinerHeldBack``); 0 when it does not."""
+    awaited_s: float = 0.0
+    """Seconds the view change this daemon coordinates has been blocked awaiting it (not
+    heard from, it may have decided the view: ``ViewChangeBlocked``); 0 when it is not."""
 
 
 def _messages(envelopes: tuple[bytes, ...]) -> int:
@@ -144,7 +147,8 @@ def _peer_samples(
         since = started if heard is None else float(heard)
         out[int(node)] = PeerSample(max(0.0, taken_at - since), bool(info.get("alive")),
                                     bool(info.get("in_view")),
-                                    float(info.get("held_back_s") or 0.0))
+                                    float(info.get("held_back_s") or 0.0),
+                                    float(info.get("awaited_s") or 0.0))
     return MappingProxyType(out)
 
 
@@ -461,12 +465,19 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
         "it is heard but answered none that would take it in (it may not hear this one: "
         "a one-way cut, a firewall dropping what comes in); 0 when not held back",
         labels=["peer"])
+    awaited = GaugeMetricFamily(
+        "amcast_peer_awaited_seconds",
+        "seconds the view change this daemon coordinates has been blocked awaiting this "
+        "peer: not heard from, it may have decided the view before it failed, and no live "
+        "member holds that view's cut; it must start again from its state directory; 0 "
+        "when not awaited", labels=["peer"])
     for node, peer in sorted(s.peers.items()):
         heard.add_metric([str(node)], peer.silent_s)
         alive.add_metric([str(node)], int(peer.alive))
         in_view.add_metric([str(node)], int(peer.in_view))
         held.add_metric([str(node)], peer.held_back_s)
-    yield from (heard, alive, in_view, held)
+        awaited.add_metric([str(node)], peer.awaited_s)
+    yield from (heard, alive, in_view, held, awaited)
     for name, doc, label, values in (
         ("amcast_member_suspicions", "members of the view suspected after suspect_timeout "
          "of silence, by peer", "peer", s.suspicions),

@@ -89,6 +89,7 @@ from amcast.protocols.events import (
     OrderGap,
     QuorumLost,
     ServiceLevel,
+    ViewChangeBlocked,
     ViewInstalled,
     ViewProposed,
 )
@@ -904,6 +905,13 @@ class Daemon:
                         "firewall dropping what comes in)", node=self.node_id,
                         member=ev.node, view=ev.view, rounds_missed=ev.missed,
                         hold_s=round(ev.hold_s, 3), renewed_without_round=ev.renewed)
+        elif kind is ViewChangeBlocked:
+            log.warning("view change blocked: the view proposed again may have been decided "
+                        "by the vote of a member not heard from, and no live member holding "
+                        "its cut has voted; it goes on once one of the awaited members "
+                        "starts again from its state directory (its state says whether it "
+                        "voted)", node=self.node_id, view=ev.view, awaited=list(ev.awaited),
+                        rounds=ev.rounds, blocked_s=round(ev.blocked_s, 3))
         elif kind is JoinRefused:
             log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
                       detail=ev.detail, refused_here=ev.local)
@@ -993,6 +1001,14 @@ class Daemon:
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")
+        blocked = (self.node.view_change_blocked
+                   if self.node is not None and hasattr(self.node, "membership") else None)
+        if blocked is not None:
+            problems.append(
+                f"view change blocked for {blocked['blocked_s']:.1f} s: view "
+                f"{blocked['view']} may have been decided by node(s) {blocked['awaited']}, "
+                "not heard from; start them again from their state directories "
+                "(docs/membership.md, 'View changes')")
         if self.state_error is not None:
             problems.append(f"cannot write the membership state file {self.state_error}: "
                             "sending nothing until it can")
@@ -1015,6 +1031,7 @@ class Daemon:
                 peers.append({"node": peer, "incarnation": info["incarnation"],
                               "alive": info["alive"], "in_view": info["in_view"],
                               "held_back_s": info.get("held_back_s"),
+                              "awaited_s": info.get("awaited_s"),
                               "last_heard_s": None if heard is None else max(0.0, now - heard)})
             quorum = node.quorum
         return {"view": view, "peers": peers, "quorum": quorum}

@@ -165,6 +165,22 @@ class ViewProposed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class ViewChangeBlocked(Event):
+    """This member, as coordinator, proposed view ``view`` again ``rounds`` times in a
+    row over ``blocked_s`` seconds without deciding it: that view may have been decided
+    already by the vote of a member of both views that is not heard from (``awaited``,
+    node ids), and no live member holding its cut has voted. Paxos keeps the proposal;
+    the view change goes on once one of ``awaited`` is heard again (started from its
+    state directory, its promise says whether it voted) or a live member completes the
+    cut. Raised after 4, 8, 16, ... such rounds."""
+
+    view: int
+    awaited: tuple[int, ...]
+    rounds: int
+    blocked_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class FlushCompleted(Event):
     """View ``view`` was closed here: ``delivered`` messages went out in the flush,
     ``duration_s`` since this member froze it."""

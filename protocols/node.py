@@ -421,10 +421,13 @@ class Node:
         """Per listed node: ``last_heard`` (the caller's clock, ``None``: never),
         ``incarnation`` (-1: unknown), ``alive`` (not suspected), ``in_view``,
         ``held_back_s`` (seconds this coordinator still leaves it out of view changes:
-        heard, but it answered none; ``None``: not held back)."""
+        heard, but it answered none; ``None``: not held back), ``awaited_s`` (seconds the
+        view change this node coordinates has been blocked awaiting it:
+        ``view_change_blocked``; ``None``: not awaited)."""
         m = self.membership
         now = m._now
         view = m.view
+        blocked = m.blocked_for(now)
         out: dict[int, dict[str, float | int | bool | None]] = {}
         for node in sorted(set(self.members) | set(view.nodes if view else ())):
             if node == self.node_id:
@@ -436,8 +439,22 @@ class Node:
                 "alive": m.detector.alive(node, now),
                 "in_view": view is not None and view.member(node) is not None,
                 "held_back_s": m.held_back_for(node, now),
+                "awaited_s": (now - blocked.since
+                              if blocked is not None and node in blocked.awaited else None),
             }
         return out
+
+    @property
+    def view_change_blocked(self) -> dict[str, Any] | None:
+        """While this node, as coordinator, keeps proposing a view that a member not
+        heard from may have decided (``ViewChangeBlocked``): ``view``, ``awaited`` (those
+        members), ``rounds`` and ``blocked_s``; ``None`` otherwise."""
+        m = self.membership
+        b = m.blocked_for(m._now)
+        if b is None:
+            return None
+        return {"view": b.view, "awaited": list(b.awaited), "rounds": b.rounds,
+                "blocked_s": m._now - b.since}
 
     @property
     def quorum(self) -> dict[str, Any]:

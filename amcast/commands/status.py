@@ -135,8 +135,14 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
 
 
 def _in_view(peer: dict[str, Any]) -> str:
-    """``yes``, ``no``, or ``no, HELD BACK 12.8 s`` on the coordinator: the peer is heard
-    but answered no view change that would take it in (it may not hear this node)."""
+    """``yes``, ``no``, or on the coordinator ``no, HELD BACK 12.8 s``: the peer is heard
+    but answered no view change that would take it in (it may not hear this node); or
+    ``no, AWAITED 30.2 s``: the view change is blocked until this peer, not heard from,
+    starts again (it may have decided the view)."""
+    awaited = peer.get("awaited_s")
+    if awaited is not None:
+        return (f"no, AWAITED {awaited:.1f} s (may have decided the view change: start it "
+                "from its state dir)")
     if peer.get("in_view"):
         return "yes"
     held = peer.get("held_back_s")

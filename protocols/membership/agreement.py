@@ -142,6 +142,13 @@ def reported_holders(proposal: Proposal, promises: dict[int, Promise]) -> set[in
             and p.accepted_held}
 
 
+def unheard_holders(proposal: Proposal, promises: dict[int, Promise],
+                    acceptors: tuple[int, ...]) -> set[int]:
+    """Members of both views (same incarnation) among ``acceptors`` that did not promise:
+    any of them may have voted for ``proposal`` as a holder, deciding it."""
+    return _holder_nodes(proposal) & (set(acceptors) - set(promises))
+
+
 def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
                    acceptors: tuple[int, ...], expected_votes: int | None) -> bool:
     """Could ``proposal`` have been decided? A majority of ``acceptors`` could have
@@ -157,7 +164,8 @@ def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
         return False
     if not needs_holder(proposal):
         return True
-    return bool(reported_holders(proposal, promises) or _holder_nodes(proposal) & unheard)
+    return bool(reported_holders(proposal, promises)
+                or unheard_holders(proposal, promises, acceptors))
 
 
 def choose_proposal(

@@ -52,6 +52,7 @@ from amcast.protocols.events import (
     MemberSuspected,
     OrderGap,
     QuorumLost,
+    ViewChangeBlocked,
     ViewInstalled,
     ViewProposed,
 )
@@ -64,6 +65,7 @@ from amcast.protocols.membership.agreement import (
     may_hold,
     needs_holder,
     reported_holders,
+    unheard_holders,
 )
 from amcast.protocols.membership.detector import FailureDetector
 from amcast.protocols.membership.durable import DurableState
@@ -133,6 +135,25 @@ class Peer:
     answered_in_hold: float = math.inf
     """When this member first sent it the view history its JOINs asked for during its
     current hold (``_renew_holds``)."""
+
+
+@dataclass(slots=True)
+class Blocked:
+    """A view this member, as coordinator, keeps proposing again without deciding it
+    (``MembershipLayer._note_blocked``)."""
+
+    view: int
+    awaited: tuple[int, ...]
+    """Members of both views not heard from: one of them may have decided it."""
+    rounds: int
+    since: float
+    last: float
+    """When the latest such round proposed it."""
+
+
+BLOCKED_REPORT_AFTER = 4
+"""Rounds in a row that propose the same possibly decided view again before the
+coordinator says so (``ViewChangeBlocked``; again after twice as many, and so on)."""
 
 
 SessionFactory = Callable[[ViewRecord, float], ViewSession]
@@ -225,6 +246,7 @@ class MembershipLayer:
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
         """A vote held back until we learn how our view (the last field) ended:
         ``_vote_after_history``."""
+        self.blocked: Blocked | None = None
         self._lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
         """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
@@ -752,6 +774,7 @@ class MembershipLayer:
     def _decided(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
         """``proposal`` was decided: learn it; install it if we are a member."""
         new = proposal.view
+        self.blocked = None
         if proposal.prev is not None:
             self.history[proposal.prev.view_id] = (ballot, proposal)
             if len(self.history) > HISTORY:
@@ -1010,6 +1033,7 @@ class MembershipLayer:
         if own is not None and own.installed_id not in (closes, 0):
             self._send(own)  # we missed a decision: who knows it sends it (_note_lagging)
         r.acceptors = known.potential if known is not None else self.potential
+        self._note_blocked(r, why, now)
         r.deadline = now + self.cfg.flush_timeout
         r.retry_at = now + self.cfg.membership_retry
         self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
@@ -1017,6 +1041,38 @@ class MembershipLayer:
         self._send_accept(r)
         self._accept(r.ballot, proposal, now, bool(r.holders))
         self._progress_accept(now)
+
+    def _note_blocked(self, r: Round, why: str, now: float) -> None:
+        """A proposal kept only because a member of both views that is not heard from
+        may have decided it (``agreement._may_be_chosen``), with no holder's vote
+        reported, can be decided only by a live member that completes its cut. When
+        rounds keep proposing it (that member died after its promise, and the others lack
+        vertices it had: a double failure), say who is awaited."""
+        assert r.proposal is not None
+        awaited = (unheard_holders(r.proposal, r.promises, r.acceptors)
+                   if why == "reproposed" and not r.holders else set())
+        if not awaited:
+            self.blocked = None
+            return
+        view = r.proposal.view.view_id
+        b = self.blocked
+        if b is None or b.view != view:
+            b = self.blocked = Blocked(view, tuple(sorted(awaited)), 0, now, now)
+        b.rounds += 1
+        b.awaited = tuple(sorted(awaited))
+        b.last = now
+        if b.rounds >= BLOCKED_REPORT_AFTER and b.rounds & (b.rounds - 1) == 0:
+            self.events.append(ViewChangeBlocked(view, b.awaited, b.rounds, now - b.since))
+
+    def blocked_for(self, now: float) -> Blocked | None:
+        """The view change this member, as coordinator, keeps proposing without deciding
+        (``ViewChangeBlocked``), while it still does (a round in the last
+        ``4 * flush_timeout``); ``None`` otherwise."""
+        b = self.blocked
+        if (b is None or b.rounds < BLOCKED_REPORT_AFTER
+                or now - b.last > 4 * self.cfg.flush_timeout):
+            return None
+        return b
 
     def _hold_back_silent_joiners(self, r: Round, now: float) -> None:
         """A joiner that sends (its JOINs reach us) but did not promise in time may not

@@ -57,3 +57,17 @@ def test_a_peer_held_back_as_deaf_says_so_in_the_peers_table() -> None:
     _, table = membership_report(status)
     assert [row[2] for row in table["rows"]] == [
         "yes", "no, HELD BACK 12.8 s (may not hear us)", "no"]
+
+
+def test_a_peer_a_blocked_view_change_awaits_says_so_in_the_peers_table() -> None:
+    # the coordinator gave its view up (so node 2 is still a member of the view it
+    # knows) and keeps proposing a view node 2 may have decided before it died
+    peers = [{"node": 1, "incarnation": 7, "alive": True, "in_view": False,
+              "held_back_s": None, "awaited_s": None, "last_heard_s": 0.01},
+             {"node": 2, "incarnation": 5, "alive": False, "in_view": True,
+              "held_back_s": None, "awaited_s": 30.24, "last_heard_s": 31.0}]
+    status = {"view": {"id": 3, "members": [0, 1, 2], "primary": False}, "peers": peers}
+    _, table = membership_report(status)
+    assert [row[2] for row in table["rows"]] == [
+        "no", "no, AWAITED 30.2 s (may have decided the view change: start it from its "
+        "state dir)"]

@@ -83,7 +83,8 @@ def test_membership_events_are_counted_by_cause_and_the_snapshot_reads_peers() -
         metrics.count_event(counters, ev)
     peers = {
         1: {"last_heard": 99.5, "incarnation": 3, "alive": True, "in_view": True},
-        2: {"last_heard": 70.0, "incarnation": 4, "alive": False, "in_view": False},
+        2: {"last_heard": 70.0, "incarnation": 4, "alive": False, "in_view": False,
+            "awaited_s": 12.5},
         3: {"last_heard": None, "incarnation": -1, "alive": False, "in_view": False},
     }
     holder["s"] = snapshot(counters, primary=True, started=40.0, peers=peers,
@@ -115,6 +116,7 @@ def test_membership_events_are_counted_by_cause_and_the_snapshot_reads_peers() -
     assert value(got, "amcast_peer_last_heard_seconds", peer="3") == 60.0  # since start
     assert [value(got, "amcast_peer_in_view", peer=p) for p in "123"] == [1, 0, 0]
     assert [value(got, "amcast_peer_alive", peer=p) for p in "123"] == [1, 0, 0]
+    assert [value(got, "amcast_peer_awaited_seconds", peer=p) for p in "123"] == [0, 12.5, 0]
     # the daemon exports view id and primary itself, not twice
     assert not [name for name, _ in got if name.startswith(("amcast_engine_view_id",
                                                             "amcast_engine_primary"))]

@@ -147,8 +147,9 @@ def test_a_cut_only_acceptors_not_holding_it_voted_for_is_not_decided() -> None:
 # installed it. So the proposal is kept (Paxos), and proposed again and again; nobody
 # installs a view. This is the double failure docs/membership.md names: two of three
 # members lost their state within one view change, where the fault model allows one.
-# Once node 2 starts again from its disk, its promise says it never voted, and the group
-# goes on.
+# Node 0 says so (``ViewChangeBlocked``: view 5 awaits node 2, a health problem of the
+# daemon). Once node 2 starts again from its disk, its promise says it never voted, and
+# the group goes on.
 DOUBLE_FAILURE = 35101317
 
 
@@ -157,5 +158,10 @@ def test_two_of_three_members_lost_in_one_view_change_stall_without_breaking_saf
     assert point.n == 3 and [f.kind for f in point.plan[:2]] == ["restart", "crash"]
     stalled = run_membership_point(point, messages_per_node=36)
     assert {k for k, v in stalled.violations.items() if v} == {"liveness", "validity"}
+    blocked = stalled.nodes[0].view_change_blocked
+    assert blocked is not None and blocked["view"] == 5 and blocked["awaited"] == [2]
+    assert blocked["rounds"] > 16 and blocked["blocked_s"] > 10
     node2_back = dataclasses.replace(point, plan=(*point.plan, Fault(10.0, "start", (2,))))
-    assert run_membership_point(node2_back, messages_per_node=36).ok
+    recovered = run_membership_point(node2_back, messages_per_node=36)
+    assert recovered.ok
+    assert all(nd.view_change_blocked is None for nd in recovered.nodes.values())
