@@ -174,6 +174,8 @@ class Daemon:
         self._state_failing_since = 0.0
         self._state_retry_at = 0.0
         self._state_retry: asyncio.TimerHandle | None = None
+        self._closed = False
+        """``_close_resources`` ran: the sockets are closed, nothing more is pumped."""
         self._log_errors: list[str] = []
         """Why log files cannot be written, as of the last tick (empty: they can)."""
         self.own_outstanding = 0  # own application messages in the engine, not delivered here
@@ -449,10 +451,12 @@ class Daemon:
         return reported
 
     def _close_resources(self) -> None:
+        self._closed = True  # a pump already scheduled finds nothing to send on
         for handle in self._periodic:
             handle.cancel()
-        if self._timer is not None:
-            self._timer.cancel()
+        for handle in (self._timer, self._state_retry):
+            if handle is not None:
+                handle.cancel()
         if self._loop is not None:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.remove_signal_handler(sig)
@@ -626,7 +630,7 @@ class Daemon:
         self._pump_scheduled = False
         node = self.node
         transport = self.transport
-        if node is None or transport is None:
+        if node is None or transport is None or self._closed:
             return
         known_at: tuple[float | None] | None = None
         try:

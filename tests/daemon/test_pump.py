@@ -421,3 +421,20 @@ async def test_a_timer_an_input_made_due_is_handled_before_the_deliveries(
     assert fake.calls[:2] == ["timer", "events"]
     assert await deliveries(raw, 1) == [b"one"]
     assert timer_armed(d, fake)
+
+
+async def test_a_pump_left_scheduled_at_shutdown_sends_nothing_on_closed_sockets(
+    make_cluster: Any,
+) -> None:
+    # A pump scheduled before the sockets close (a datagram or a client frame that came
+    # in while the clients were closing) ran after them: sendto on a closed socket
+    # (EBADF), logged as "multicast send failed" after "amcastd stopped".
+    fake = FakeNode()
+    c, d = await fake_daemon(make_cluster, fake)
+    assert await c.stop() == [0]
+    fake.outbox.append(b"late datagram")
+    d._request_pump()
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert fake.outbox == [b"late datagram"]  # not taken: nothing pumped
+    assert not d.transport.send_errors
