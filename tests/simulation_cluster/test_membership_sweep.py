@@ -14,14 +14,18 @@ import dataclasses
 import os
 
 import pytest
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.faults import Fault
 from amcast.protocols.simulation.membership_sweep import (
+    KEY,
     RULES,
     membership_point,
     run_membership_point,
     run_membership_sweep,
     seed_outcome,
 )
+from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 
 SEEDS = range(200)
 N_RANGE = (3, 6)
@@ -165,3 +169,26 @@ def test_two_of_three_members_lost_in_one_view_change_stall_without_breaking_saf
     recovered = run_membership_point(node2_back, messages_per_node=36)
     assert recovered.ok
     assert all(nd.view_change_blocked is None for nd in recovered.nodes.values())
+
+
+def test_a_blocked_view_change_also_ends_when_the_awaited_member_starts_without_its_disk(
+) -> None:
+    # the operator's last resort when node 2's state directory is lost too: it starts
+    # with an empty one, its promise says it never voted, and the others go on
+    point = membership_point(DOUBLE_FAILURE, n_range=(3, 8))
+    cluster = Cluster(point.n, seed=point.seed, bootstrap="join",
+                      node_config=NodeConfig(group_key=KEY, rule=point.rule),
+                      network=NetworkConfig(default=LinkFaults(loss=point.loss,
+                                                               duplicate=0.05, reorder=0.1)))
+    for fault in point.plan:
+        cluster.schedule(fault)
+    cluster.run(Workload(messages_per_node=36, interval=0.05), max_time=10.0, settle=0.0)
+    assert cluster.nodes[0].view_change_blocked is not None
+    del cluster.disk[2]
+    cluster.apply(Fault(cluster.now, "start", (2,)))
+    cluster.advance(cluster.now + 5.0)
+    last = {proc: views[-1] for proc, views in cluster.views.items()
+            if proc.life == 1 or proc.node == 0}
+    assert {v.members for v in last.values()} == {(0, 1, 2)}
+    assert len({v.view for v in last.values()}) == 1
+    assert cluster.nodes[0].view_change_blocked is None
