@@ -33,7 +33,10 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
 Coordination: every node tracks who is alive; the lowest live compatible node is the
 coordinator and runs a ``Round`` whenever the view it sees differs from the live set
 (a crash, a pause, a join, a restart, a leave, a partition that healed, a member that
-abandoned). Rounds that collide are sorted out by ballots and random back-off.
+abandoned). Rounds that collide are sorted out by ballots and random back-off. A
+proposal that a member not heard from may have decided is kept (Paxos) until it is
+decided; when no live member can complete its cut (that member died after its promise:
+a double failure), the coordinator names the member it awaits (``ViewChangeBlocked``).
 """
 
 from __future__ import annotations
