@@ -1005,6 +1005,13 @@ class Daemon:
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")
+            deaf = self._heard_nobody_for(now)
+            if deaf is not None:
+                problems.append(
+                    f"heard nothing from any other listed member for {deaf:.1f} s: they are "
+                    "all down, or this host does not receive the group's traffic (a "
+                    "firewall dropping it, no multicast route, the wrong network.interface; "
+                    "amcast status on another member shows whether it hears this one)")
         # (engines without membership, and the tests' fakes, have no view changes)
         blocked = getattr(self.node, "view_change_blocked", None)
         if blocked is not None:
@@ -1019,6 +1026,17 @@ class Daemon:
         if self.stopping:
             problems.append("shutting down")
         return {"ok": not problems, "problems": problems}
+
+    def _heard_nobody_for(self, now: float) -> float | None:
+        """Seconds since any other listed member was last heard (since this daemon
+        started, if never), once that is more than twice ``suspect_timeout``; ``None``
+        before, or alone in the list."""
+        peers = self.node.peers() if self.node is not None and hasattr(self.node, "peers") else {}
+        if not peers:
+            return None
+        heard = [info["last_heard"] for info in peers.values() if info["last_heard"] is not None]
+        silent = now - max(heard, default=self.started)
+        return silent if silent > 2 * self.node_config.suspect_timeout else None
 
     def membership_status(self) -> dict[str, Any]:
         """``view`` (id, members, primary, previous, since, last change and its cause),

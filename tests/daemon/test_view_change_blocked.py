@@ -34,7 +34,8 @@ STATES = {
 }
 
 
-def config(tmp_path: Path, node: int, group: str, port: int) -> DaemonConfig:
+def config(tmp_path: Path, node: int, group: str, port: int,
+           **protocol: float) -> DaemonConfig:
     state_dir = tmp_path / f"state{node}"
     state_dir.mkdir()
     StateFile(str(state_dir), node).write(STATES[node].encode())
@@ -45,7 +46,7 @@ def config(tmp_path: Path, node: int, group: str, port: int) -> DaemonConfig:
         "api": {"socket": str(tmp_path / f"n{node}.sock")},
         "metrics": {"port": 0},
         "logs": {"dir": str(tmp_path / f"logs{node}"), "format": "json", "level": "warning"},
-        "protocol": {"insecure": True},
+        "protocol": {"insecure": True, **protocol},
         "shutdown": {"grace_s": 0.5},
     })
 
@@ -73,6 +74,7 @@ async def test_the_coordinator_names_the_member_a_blocked_view_change_awaits(
         peers = coordinator.membership_status()["peers"]
         assert [p["node"] for p in peers if p["awaited_s"]] == [2]
         assert not any(d.primary for d in daemons)
+        assert not [p for p in problems if p.startswith("heard nothing")]  # they hear
         assert daemons[1].node.view_change_blocked is None  # the coordinator says so
     finally:
         for d in daemons:
@@ -80,3 +82,25 @@ async def test_the_coordinator_names_the_member_a_blocked_view_change_awaits(
         await asyncio.wait_for(asyncio.gather(*tasks), 20)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "view change blocked" in ln]
     assert lines and "awaited" in lines[0] and "[2]" in lines[0], lines[:2]
+
+
+async def test_a_daemon_that_hears_no_other_member_says_so(tmp_path: Path) -> None:
+    """Started alone (or behind a firewall that drops what comes in), after twice
+    ``suspect_timeout`` of hearing nobody its health says what to check."""
+    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    d = Daemon(config(tmp_path, 0, group, free_port(), suspect_timeout=0.3), environ={})
+    task = asyncio.create_task(d.run())
+    try:
+        await asyncio.wait_for(d.ready.wait(), 15)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while loop.time() < deadline:
+            found = [p for p in d.health()["problems"] if p.startswith("heard nothing")]
+            if found:
+                break
+            await asyncio.sleep(0.1)
+        assert found and "from any other listed member for " in found[0], d.health()
+        assert "does not receive the group's traffic" in found[0]
+    finally:
+        d.request_stop("test")
+        await asyncio.wait_for(task, 20)
