@@ -7,6 +7,9 @@ a proposal (view 5) that node 1's new life voted for, not holding the cut, and n
 a member of both views, promised and may have voted as its holder before it died. Paxos
 keeps that proposal, and no live member holds its cut, so every round proposes it again
 and decides nothing. Node 2 never starts here.
+
+The second test starts one daemon of three alone: its health says it hears nobody, and
+what to check.
 """
 
 from __future__ import annotations
