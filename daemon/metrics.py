@@ -127,6 +127,11 @@ class PeerSample:
     awaited_s: float = 0.0
     """Seconds the view change this daemon coordinates has been blocked awaiting it (not
     heard from, it may have decided the view: ``ViewChangeBlocked``); 0 when it is not."""
+    clock_offset_s: float | None = None
+    """Its clock ahead of this host's, from its recent datagrams' send times (``None``:
+    not heard lately, or insecure: no send times)."""
+    clock_refused: bool = False
+    """Its datagrams are refused for their send times (beyond ``replay_window``)."""
 
 
 def _messages(envelopes: tuple[bytes, ...]) -> int:
@@ -148,8 +153,14 @@ def _peer_samples(
         out[int(node)] = PeerSample(max(0.0, taken_at - since), bool(info.get("alive")),
                                     bool(info.get("in_view")),
                                     float(info.get("held_back_s") or 0.0),
-                                    float(info.get("awaited_s") or 0.0))
+                                    float(info.get("awaited_s") or 0.0),
+                                    _optional_float(info.get("clock_offset_s")),
+                                    bool(info.get("clock_refused")))
     return MappingProxyType(out)
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _empty() -> Mapping[Any, Any]:
@@ -471,13 +482,26 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
         "peer: not heard from, it may have decided the view before it failed, and no live "
         "member holds that view's cut; it must start again from its state directory; 0 "
         "when not awaited", labels=["peer"])
+    clock = GaugeMetricFamily(
+        "amcast_peer_clock_offset_seconds",
+        "how far this peer's clock is ahead of this host's (negative: behind), from the "
+        "send times of its recent datagrams (sealed datagrams only; absent while it is not "
+        "heard); beyond protocol.replay_window its datagrams are refused", labels=["peer"])
+    refused = GaugeMetricFamily(
+        "amcast_peer_clock_refused",
+        "1 while this peer's datagrams are refused for their send times: its clock and "
+        "this host's differ by more than protocol.replay_window (or its old traffic is "
+        "being replayed)", labels=["peer"])
     for node, peer in sorted(s.peers.items()):
         heard.add_metric([str(node)], peer.silent_s)
         alive.add_metric([str(node)], int(peer.alive))
         in_view.add_metric([str(node)], int(peer.in_view))
         held.add_metric([str(node)], peer.held_back_s)
         awaited.add_metric([str(node)], peer.awaited_s)
-    yield from (heard, alive, in_view, held, awaited)
+        if peer.clock_offset_s is not None:
+            clock.add_metric([str(node)], peer.clock_offset_s)
+        refused.add_metric([str(node)], int(peer.clock_refused))
+    yield from (heard, alive, in_view, held, awaited, clock, refused)
     for name, doc, label, values in (
         ("amcast_member_suspicions", "members of the view suspected after suspect_timeout "
          "of silence, by peer", "peer", s.suspicions),

@@ -87,6 +87,7 @@ from amcast.protocols.events import (
     MemberSuspected,
     MessagesInDoubt,
     OrderGap,
+    PeerClockRefused,
     QuorumLost,
     ServiceLevel,
     ViewChangeBlocked,
@@ -142,11 +143,16 @@ class Daemon:
         self, config: DaemonConfig, *, environ: Mapping[str, str] | None = None,
         node_factory: Callable[..., Node] = Node,
         reload: Callable[[], DaemonConfig] | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``wall_clock``: this host's wall clock (Unix seconds), which stamps and checks
+        datagram send times (replay protection) and floors incarnations; the engine's
+        clock is monotonic."""
         self.config = config
         self._reload = reload
         self.node_id = config.node.id
-        self._clock_offset = time.time() - time.monotonic()
+        self._wall_clock = wall_clock
+        self._clock_offset = wall_clock() - time.monotonic()
         self.started = self.now()
         self.node_config = config.node_config()
         self.limits = config.limits(self.node_config)
@@ -230,8 +236,9 @@ class Daemon:
         self.node = self._node_factory(
             self.node_config, node_id=self.node_id, members=list(cfg.node.members),
             rng=self.rng, now=self.now(), durable=self.state.load(),
-            incarnation_floor=int(time.time() * 1000),
+            incarnation_floor=int(self._wall_clock() * 1000),
         )
+        self._follow_wall_clock()
         self.groups = Groups(self.node_id, self.api.members_of, self,
                              agreed=hasattr(self.node, "membership"),
                              part_bytes=max(1024, self.envelope_bytes // 2))
@@ -916,6 +923,12 @@ class Daemon:
                         "starts again from its state directory (its state says whether it "
                         "voted)", node=self.node_id, view=ev.view, awaited=list(ev.awaited),
                         rounds=ev.rounds, blocked_s=round(ev.blocked_s, 3))
+        elif kind is PeerClockRefused:
+            log.warning("peer clock out of the replay window: its datagrams are refused as "
+                        "stale or future, and it is excluded like a silent member; "
+                        "synchronise the clocks (NTP, chrony), or old traffic of it is "
+                        "being replayed", node=self.node_id, peer=ev.peer,
+                        offset_s=round(ev.offset_s, 3), replay_window_s=ev.window_s)
         elif kind is JoinRefused:
             log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
                       detail=ev.detail, refused_here=ev.local)
@@ -994,6 +1007,9 @@ class Daemon:
         else:
             self._pending_since = None
         if not self.primary and self.node is not None and hasattr(self.node, "membership"):
+            refused = self._clocks_refused()
+            if refused:  # the cause first: ``amcast status --health`` prints the first
+                problems.append(self._clock_problem(refused))
             why = self.last_change.get("reason") if not self.last_change.get("primary") else None
             problems.append("not in a primary view" + (f" ({why})" if why else "")
                             + ": nothing ordered is delivered")
@@ -1005,7 +1021,7 @@ class Daemon:
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")
-            deaf = self._heard_nobody_for(now)
+            deaf = None if refused else self._heard_nobody_for(now)
             if deaf is not None:
                 problems.append(
                     f"heard nothing from any other listed member for {deaf:.1f} s: they are "
@@ -1026,6 +1042,28 @@ class Daemon:
         if self.stopping:
             problems.append("shutting down")
         return {"ok": not problems, "problems": problems}
+
+    def _clocks_refused(self) -> dict[int, float]:
+        """Listed peers whose datagrams this daemon refuses for their send times, with
+        their clock offsets (seconds ahead of this host's)."""
+        peers = self.node.peers() if self.node is not None and hasattr(self.node, "peers") else {}
+        return {node: float(info["clock_offset_s"] or 0.0)
+                for node, info in peers.items() if info.get("clock_refused")}
+
+    def _clock_problem(self, refused: dict[int, float]) -> str:
+        """The health problem of peers refused for their clocks: which, by how much, and
+        whose clock is likely off when every peer heard is off the same way."""
+        window = self.node_config.replay_window
+        offsets = ", ".join(f"node {n} {off:+.1f} s" for n, off in sorted(refused.items()))
+        heard = {n: info["clock_offset_s"] for n, info in self.node.peers().items()
+                 if info["clock_offset_s"] is not None}
+        signs = {off > 0 for off in heard.values()}
+        mine = (len(heard) >= 2 and len(heard) == len(refused) and len(signs) == 1)
+        return (f"datagrams refused for their send times: the clocks of {offsets} differ "
+                f"from this host's by more than protocol.replay_window ({window:g} s)"
+                + ("; every other member heard is off the same way, so this host's clock "
+                   "is likely the wrong one" if mine else "")
+                + ": synchronise the clocks (NTP, chrony), or old traffic is being replayed")
 
     def _heard_nobody_for(self, now: float) -> float | None:
         """Seconds since any other listed member was last heard (since this daemon
@@ -1054,6 +1092,8 @@ class Daemon:
                               "alive": info["alive"], "in_view": info["in_view"],
                               "held_back_s": info.get("held_back_s"),
                               "awaited_s": info.get("awaited_s"),
+                              "clock_offset_s": info.get("clock_offset_s"),
+                              "clock_refused": bool(info.get("clock_refused")),
                               "last_heard_s": None if heard is None else max(0.0, now - heard)})
             quorum = node.quorum
         return {"view": view, "peers": peers, "quorum": quorum}
@@ -1136,12 +1176,15 @@ class Daemon:
         now = time.monotonic()
         self.api.check_readers(now)
         self.api.check_frames(now)
+        self._follow_wall_clock()
+        self._take_metrics_snapshot()
+
+    def _follow_wall_clock(self) -> None:
+        """Send times are stamped and checked on the wall clock (replay protection):
+        follow its steps, which the monotonic engine clock does not see."""
         node = self.node
         if node is not None and hasattr(node, "wall_offset"):
-            # send times are stamped and checked on the wall clock (replay protection):
-            # follow its steps, which the monotonic engine clock does not see
-            node.wall_offset = time.time() - self.now()
-        self._take_metrics_snapshot()
+            node.wall_offset = self._wall_clock() - self.now()
 
     def _log_files(self) -> list[Any]:
         return [x for x in (self.dlog, self.trace) if x is not None]

@@ -181,6 +181,19 @@ class ViewChangeBlocked(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class PeerClockRefused(Event):
+    """Authentic datagrams of listed member ``peer`` are refused (dropped as ``stale`` or
+    ``future``) because their send times are ``offset_s`` seconds away from this node's
+    wall clock (positive: ahead), beyond ``window_s`` (``replay_window``): the two
+    clocks disagree (or old traffic of ``peer`` is being replayed). Raised when that
+    starts, not again while it goes on (``Node.clock_offsets`` has the figures)."""
+
+    peer: int
+    offset_s: float
+    window_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class FlushCompleted(Event):
     """View ``view`` was closed here: ``delivered`` messages went out in the flush,
     ``duration_s`` since this member froze it."""

@@ -42,6 +42,7 @@ from amcast.protocols.events import (
     DatagramDropped,
     Event,
     MessagesInDoubt,
+    PeerClockRefused,
     ViewInstalled,
 )
 from amcast.protocols.membership.durable import DurableState
@@ -58,6 +59,7 @@ from amcast.protocols.reliable.repair import Lateness
 from amcast.protocols.session import ViewSession
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator, Sealed
+from amcast.protocols.wire.clock import ClockWatch, PeerClock
 from amcast.protocols.wire.codec import (
     KIND_NAMES,
     Datagram,
@@ -75,6 +77,8 @@ from amcast.protocols.wire.membership import Settings, ViewRecord
 _HEARTBEAT = Kind.HEARTBEAT
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
+_CLOCK_REFUSALS = frozenset(("stale", "future"))
+"""Drop reasons of a datagram refused for its send time (``wire.clock``)."""
 
 
 @dataclass(slots=True)
@@ -193,6 +197,8 @@ class Node:
             replay_window_s=config.replay_window, max_sessions=max(256, 8 * len(members)),
         )
         self.wall_offset = wall_offset
+        self._clocks = ClockWatch(self.members)
+        """Peers' clock offsets, refused datagrams' included (``wire.clock``)."""
         self._limits = WireLimits(
             max_members=max(len(members), 64),
             max_nack_ranges=config.max_nack_ranges,
@@ -377,10 +383,15 @@ class Node:
                             and type(body) is bytes and dg.sender in self.members):
                         heartbeats[dg.sender] = (body, dg)
         except DecodeError as exc:
+            if exc.reason in _CLOCK_REFUSALS:
+                self._note_refused_clock(data, decoded, wall_ms)
             self._drop(exc.reason, exc.detail)
             return False
-        if state is not None and state.sender is None:
-            state.sender = dg.sender
+        if state is not None:
+            if state.sender is None:
+                state.sender = dg.sender
+            if self._clocks.refusing:
+                self._clocks.admitted(dg.sender)
         stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
         if isinstance(dg, MembershipDatagram):
             if dg.sender == self.node_id and dg.incarnation == self.incarnation:
@@ -392,6 +403,40 @@ class Node:
             stats.own_echoes += 1
             return False
         return self.membership.on_datagram(dg, now)
+
+    def _note_refused_clock(
+        self, data: bytes,
+        decoded: tuple[Sealed | None, Datagram | MembershipDatagram] | None, wall_ms: int,
+    ) -> None:
+        """A datagram refused for its send time (``stale``/``future``): if it is
+        authentic, whose clock is how far off (``wire.clock``; at most one such check per
+        ``PROBE_INTERVAL_MS``)."""
+        clocks = self._clocks
+        if not clocks.may_probe(wall_ms):
+            return
+        if decoded is not None:
+            sealed, dg = decoded
+        else:
+            try:
+                sealed, body = self._auth.unseal(data)
+                dg = decode_body(body, self._limits)
+            except DecodeError:
+                return  # not authentic (or not decodable): it tells nothing
+        if sealed is None or dg.sender == self.node_id:
+            return
+        if clocks.refused(dg.sender, sealed.sent_ms, wall_ms, self._now):
+            self._events.append(PeerClockRefused(
+                dg.sender, (sealed.sent_ms - wall_ms) / 1000, self.config.replay_window))
+
+    def clock_offsets(self) -> dict[int, PeerClock]:
+        """Per listed peer heard in the last ``wire.clock.HORIZON_MS``: its clock ahead of
+        this node's wall clock (seconds, from its least delayed recent datagram) and
+        whether its datagrams are refused for it (beyond ``replay_window``). Empty for
+        an insecure node: its datagrams carry no send time."""
+        auth = self._auth
+        wall_ms = int((self._now + self.wall_offset) * 1000)
+        return self._clocks.offsets(auth.guard.sessions, auth.session, self.node_id, wall_ms,
+                                    self._now)
 
     def handle_timer(self, now: float) -> None:
         self._now = now
@@ -423,16 +468,20 @@ class Node:
         ``held_back_s`` (seconds this coordinator still leaves it out of view changes:
         heard, but it answered none; ``None``: not held back), ``awaited_s`` (seconds the
         view change this node coordinates has been blocked awaiting it:
-        ``view_change_blocked``; ``None``: not awaited)."""
+        ``view_change_blocked``; ``None``: not awaited), ``clock_offset_s`` (its clock
+        ahead of this node's, ``clock_offsets``; ``None``: not heard lately, or
+        insecure) and ``clock_refused`` (its datagrams refused for their send times)."""
         m = self.membership
         now = m._now
         view = m.view
         blocked = m.blocked_for(now)
+        clocks = self.clock_offsets()
         out: dict[int, dict[str, float | int | bool | None]] = {}
         for node in sorted(set(self.members) | set(view.nodes if view else ())):
             if node == self.node_id:
                 continue
             inc = m.incarnation_of(node)
+            clock = clocks.get(node)
             out[node] = {
                 "last_heard": m.detector.last_heard.get(node),
                 "incarnation": -1 if inc is None else inc,
@@ -441,6 +490,8 @@ class Node:
                 "held_back_s": m.held_back_for(node, now),
                 "awaited_s": (now - blocked.since
                               if blocked is not None and node in blocked.awaited else None),
+                "clock_offset_s": None if clock is None else clock.offset_s,
+                "clock_refused": clock is not None and clock.refused,
             }
         return out
 

@@ -127,11 +127,24 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
                      f"are lost, deliveries go on): {'; '.join(logs['errors'])}")
     rows = [[p["node"], p.get("incarnation"), _in_view(p),
              "yes" if p.get("alive") else "SUSPECTED",
-             "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2)]
+             "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2),
+             _clock(p)]
             for p in st.get("peers") or []]
     table = {"title": "peers", "columns": ["node", "incarnation", "in view", "alive",
-                                            "last heard (s ago)"], "rows": rows}
+                                            "last heard (s ago)", "clock (s ahead)"],
+             "rows": rows}
     return lines, table
+
+
+def _clock(peer: dict[str, Any]) -> str:
+    """``+0.002``: how far its clock is ahead of this host's (its send times); ``-``: not
+    heard lately (or insecure); ``+61.0 REFUSED ...``: beyond the replay window."""
+    offset = peer.get("clock_offset_s")
+    if offset is None:
+        return "-"
+    if peer.get("clock_refused"):
+        return f"{offset:+.1f} REFUSED (beyond protocol.replay_window: sync the clocks)"
+    return f"{offset:+.3f}"
 
 
 def _in_view(peer: dict[str, Any]) -> str:

@@ -29,7 +29,10 @@ the layers above tolerate (the reliable layer drops duplicate vertices, membersh
 stale ballots and incarnations).
 
 Each session also carries its sender's newest key id; ``newest_of_peers`` feeds the key
-rollover (``keys``).
+rollover (``keys``), and how far its sender's clock is ahead of this one: the largest
+``sent - received`` of its datagrams over the last one to two seconds. A datagram's
+delay only lowers that difference, so the largest is the tightest bound (NTP's
+minimum-delay filter); ``clock`` reads it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ WINDOW = 4096
 _MASK = (1 << WINDOW) - 1
 ADVERT_HORIZON_MS = 3000
 """A session heard within this many milliseconds counts for the key rollover."""
+OFFSET_PERIOD_MS = 1000
+"""A session's clock offset is the largest sample of this period and the one before."""
 
 
 @dataclass(slots=True)
@@ -54,6 +59,17 @@ class SessionState:
     key_id: int
     newest_key: int
     sender: int | None = None
+    offset_ms: int = 0
+    """The largest ``sent - received`` since ``offset_since_ms`` (its sender's clock
+    ahead of this one, less the datagrams' delay)."""
+    offset_prev_ms: int = 0
+    """The same of the period before."""
+    offset_since_ms: int = 0
+
+    def clock_offset_ms(self) -> int:
+        """Its sender's clock ahead of this one, in ms (negative: behind), from the
+        least delayed of its datagrams of the last one to two seconds."""
+        return max(self.offset_ms, self.offset_prev_ms)
 
 
 class ReplayGuard:
@@ -91,7 +107,9 @@ class ReplayGuard:
         if state is None:
             if len(self.sessions) >= self.max_sessions:
                 self.sweep(wall_ms, force=True)
-            state = SessionState(counter, 1, sent_ms, wall_ms, key_id, newest_key)
+            offset = sent_ms - wall_ms
+            state = SessionState(counter, 1, sent_ms, wall_ms, key_id, newest_key, None,
+                                 offset, offset, wall_ms)
             self.sessions[session] = state
             return state
         behind = state.highest - counter
@@ -104,6 +122,15 @@ class ReplayGuard:
         if sent_ms > state.last_sent_ms:
             state.last_sent_ms = sent_ms
         state.last_heard_ms = wall_ms
+        offset = sent_ms - wall_ms
+        if wall_ms - state.offset_since_ms >= OFFSET_PERIOD_MS:
+            # the period before counts only if it was the last one
+            state.offset_prev_ms = (state.offset_ms if wall_ms - state.offset_since_ms
+                                    < 2 * OFFSET_PERIOD_MS else offset)
+            state.offset_ms = offset
+            state.offset_since_ms = wall_ms
+        elif offset > state.offset_ms:
+            state.offset_ms = offset
         state.key_id = key_id
         state.newest_key = newest_key
         return state
