@@ -70,6 +70,7 @@ from amcast.daemon.metrics import (
 )
 from amcast.daemon.notify import Notifier
 from amcast.daemon.redundant import RedundantTransport
+from amcast.daemon.refusals import RECENT_S, RefusalWatch
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
 from amcast.daemon.trace import DatagramTrace
@@ -165,6 +166,8 @@ class Daemon:
         self.view_id = 0
         self.members = list(config.node.members)
         self.counters = Counters()
+        self.refusals = RefusalWatch()
+        """Drops that mean a sender is configured otherwise: warnings and health."""
         self.position = 0  # next total-order position in the current view, in app messages
         self.position_view = 0  # the view ``position`` counts in
         self.primary = False
@@ -1008,8 +1011,14 @@ class Daemon:
             self._pending_since = None
         if not self.primary and self.node is not None and hasattr(self.node, "membership"):
             refused = self._clocks_refused()
-            if refused:  # the cause first: ``amcast status --health`` prints the first
+            mismatched = self.refusals.recent()
+            # the cause first: ``amcast status --health`` prints the first problem
+            if refused:
                 problems.append(self._clock_problem(refused))
+            elif mismatched:
+                problems.append(f"datagrams arrive but are refused: "
+                                f"{self.refusals.describe(mismatched)} in the last "
+                                f"{RECENT_S:g} s")
             why = self.last_change.get("reason") if not self.last_change.get("primary") else None
             problems.append("not in a primary view" + (f" ({why})" if why else "")
                             + ": nothing ordered is delivered")
@@ -1021,7 +1030,7 @@ class Daemon:
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")
-            deaf = None if refused else self._heard_nobody_for(now)
+            deaf = None if refused or mismatched else self._heard_nobody_for(now)
             if deaf is not None:
                 problems.append(
                     f"heard nothing from any other listed member for {deaf:.1f} s: they are "
@@ -1177,6 +1186,10 @@ class Daemon:
         self.api.check_readers(now)
         self.api.check_frames(now)
         self._follow_wall_clock()
+        for notice in self.refusals.update(self.counters.drops, now):
+            log.warning("datagrams refused: the sender and this daemon are not configured "
+                        "alike", node=self.node_id, reason=notice.reason, count=notice.count,
+                        check=notice.cause)
         self._take_metrics_snapshot()
 
     def _follow_wall_clock(self) -> None:

@@ -1,0 +1,114 @@
+"""Datagrams refused because the sender is configured otherwise (``daemon.refusals``):
+one warning a minute per reason with what to check, and the recent counts that the
+health problem of a daemon cut off that way names.
+
+The unit tests feed ``RefusalWatch`` counters; the last one runs three daemons in one
+event loop, one of them with the wrong key file or insecure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from amcast.daemon.config import DaemonConfig
+from amcast.daemon.refusals import CAUSES, LOG_EVERY_S, RECENT_S, RefusalWatch
+from amcast.daemon.runner import Daemon
+
+from amcast.keygen import create
+from amcast.localcluster import free_port
+
+
+def test_one_warning_a_minute_per_reason_with_the_count_since_the_last() -> None:
+    watch = RefusalWatch()
+    assert watch.update({"auth_failed": 0, "replayed": 9}, 0.0) == []  # weather: no word
+    first = watch.update({"auth_failed": 5}, 1.0)
+    assert [(n.reason, n.count, n.cause) for n in first] == [
+        ("auth_failed", 5, CAUSES["auth_failed"])]
+    assert watch.update({"auth_failed": 50}, 2.0) == []  # within the minute: counted only
+    assert watch.update({"auth_failed": 50, "unknown_key": 1}, 3.0)[0].reason == "unknown_key"
+    later = watch.update({"auth_failed": 70, "unknown_key": 1}, 1.0 + LOG_EVERY_S)
+    assert [(n.reason, n.count) for n in later] == [("auth_failed", 65)]
+    assert watch.update({"auth_failed": 70, "unknown_key": 1}, 1.0 + 3 * LOG_EVERY_S) == []
+
+
+def test_the_recent_counts_cover_the_last_seconds_only() -> None:
+    watch = RefusalWatch()
+    watch.update({"auth_failed": 10}, 0.0)
+    watch.update({"auth_failed": 30, "bad_version": 2}, 5.0)
+    assert watch.recent() == {"auth_failed": 30, "bad_version": 2}
+    watch.update({"auth_failed": 31, "bad_version": 2}, RECENT_S + 1.0)
+    assert watch.recent() == {"auth_failed": 21, "bad_version": 2}
+    watch.update({"auth_failed": 31, "bad_version": 2}, 2 * RECENT_S + 6.0)
+    assert watch.recent() == {}
+    text = RefusalWatch.describe({"bad_version": 2, "auth_failed": 21})
+    assert text.startswith("21 auth_failed (they fail authentication: a key file other")
+    assert "; 2 bad_version (they speak another wire version" in text
+
+
+def config(tmp_path: Path, node: int, group: str, port: int,
+           security: dict[str, Any]) -> DaemonConfig:
+    return DaemonConfig.model_validate({
+        "node": {"id": node, "members": [0, 1, 2], "seed": node + 1,
+                 "state_dir": str(tmp_path / f"state{node}")},
+        "network": {"group": group, "port": port, "ttl": 0},
+        "api": {"socket": str(tmp_path / f"n{node}.sock")},
+        "metrics": {"port": 0},
+        "logs": {"dir": str(tmp_path / f"logs{node}"), "format": "json", "level": "warning"},
+        "protocol": {"suspect_timeout": 0.4, **security.get("protocol", {})},
+        **({"security": security["security"]} if "security" in security else {}),
+        "shutdown": {"grace_s": 0.5},
+    })
+
+
+@pytest.mark.parametrize(("odd", "here", "there"), [
+    ("another key", "auth_failed", "auth_failed"),
+    ("insecure", "auth_unexpected", "auth_missing"),
+])
+async def test_a_daemon_cut_off_by_its_configuration_names_the_cause(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], odd: str, here: str, there: str,
+) -> None:
+    key, other = tmp_path / "authkey", tmp_path / "otherkey"
+    create(key)
+    create(other)
+    sealed = {"security": {"key_file": str(key)}}
+    odd_one = ({"security": {"key_file": str(other)}} if odd == "another key"
+               else {"protocol": {"insecure": True}})
+    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    port = free_port()
+    daemons = [Daemon(config(tmp_path, n, group, port, odd_one if n == 2 else sealed),
+                      environ={}) for n in range(3)]
+    tasks = [asyncio.create_task(d.run()) for d in daemons]
+    loop = asyncio.get_running_loop()
+    two = daemons[2]
+
+    def settled() -> bool:
+        problems = two.health()["problems"]
+        return (all(d.primary and d.members == [0, 1] for d in daemons[:2])
+                and bool(problems) and problems[0].startswith("datagrams arrive but are "
+                                                             "refused"))
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+        deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
+        while not settled() and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+        problems = two.health()["problems"]
+        assert settled(), problems
+        assert f" {here} (they {CAUSES[here]})" in problems[0], problems
+        assert problems[0].endswith(f"in the last {RECENT_S:g} s")
+        assert not [p for p in problems if p.startswith("heard nothing")], problems
+        assert all(d.health()["ok"] for d in daemons[:2])  # they order
+        assert daemons[0].counters.drops[there] > 0
+    finally:
+        for d in daemons:
+            d.request_stop("test")
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+    warned = [ln for ln in capsys.readouterr().out.splitlines()
+              if "datagrams refused: the sender and this daemon are not configured" in ln]
+    assert any("node=2 " in ln and f"reason={here}" in ln for ln in warned), warned
+    assert any("node=0 " in ln and f"reason={there}" in ln for ln in warned), warned
+    assert sum("node=0 " in ln for ln in warned) == 1, warned  # once a minute at most
