@@ -167,6 +167,9 @@ class Daemon:
         self.members = list(config.node.members)
         self.counters = Counters()
         self.refusals = RefusalWatch()
+        self.join_refused: str | None = None
+        """Why the group refused this daemon's join (``JoinRefused``, reason and detail),
+        until it is in a view."""
         """Drops that mean a sender is configured otherwise: warnings and health."""
         self.position = 0  # next total-order position in the current view, in app messages
         self.position_view = 0  # the view ``position`` counts in
@@ -863,6 +866,7 @@ class Daemon:
             self.view_id = ev.view
             self.members = list(ev.members)
             self.primary = True
+            self.join_refused = None
             self.last_change = {"view": ev.view, "primary": True, "at": self.now(),
                                 "previous": ev.previous, "joined": list(ev.joined),
                                 "left": list(ev.left), "excluded": list(ev.excluded)}
@@ -935,6 +939,8 @@ class Daemon:
         elif kind is JoinRefused:
             log.error("join refused", node=self.node_id, member=ev.node, reason=ev.reason,
                       detail=ev.detail, refused_here=ev.local)
+            if ev.local:
+                self.join_refused = f"{ev.reason}: {ev.detail}"
         elif kind is MessagesInDoubt:
             self._report_in_doubt(ev)
 
@@ -1013,6 +1019,9 @@ class Daemon:
             refused = self._clocks_refused()
             mismatched = self.refusals.recent()
             # the cause first: ``amcast status --health`` prints the first problem
+            if self.join_refused is not None:
+                problems.append(f"the group refused this daemon's join: {self.join_refused} "
+                                "(docs/membership.md, 'Joins, restarts, refusals, reloads')")
             if refused:
                 problems.append(self._clock_problem(refused))
             elif mismatched:

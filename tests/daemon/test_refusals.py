@@ -112,3 +112,34 @@ async def test_a_daemon_cut_off_by_its_configuration_names_the_cause(
     assert any("node=2 " in ln and f"reason={here}" in ln for ln in warned), warned
     assert any("node=0 " in ln and f"reason={there}" in ln for ln in warned), warned
     assert sum("node=0 " in ln for ln in warned) == 1, warned  # once a minute at most
+
+
+async def test_a_daemon_the_group_refuses_says_why_first(tmp_path: Path) -> None:
+    """Another ordering rule than the group's: the coordinator refuses its join with the
+    setting named (``JoinRefused``); its health says so before anything else."""
+    key = tmp_path / "authkey"
+    create(key)
+    sealed = {"security": {"key_file": str(key)}}
+    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+    port = free_port()
+    daemons = [Daemon(config(tmp_path, n, group, port,
+                             {**sealed, "protocol": {"rule": "lex"}} if n == 2 else sealed),
+                      environ={}) for n in range(3)]
+    tasks = [asyncio.create_task(d.run()) for d in daemons]
+    loop = asyncio.get_running_loop()
+    two = daemons[2]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+        deadline = loop.time() + 30
+        while ((two.join_refused is None or not all(d.primary for d in daemons[:2]))
+               and loop.time() < deadline):
+            await asyncio.sleep(0.1)
+        problems = two.health()["problems"]
+        assert problems and problems[0].startswith(
+            "the group refused this daemon's join: config_mismatch: rule: "), problems
+        assert "'lex'" in problems[0] and "'gltoto'" in problems[0], problems
+        assert not two.primary and all(d.primary for d in daemons[:2])
+    finally:
+        for d in daemons:
+            d.request_stop("test")
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
