@@ -120,12 +120,14 @@ class Settings:
     members: tuple[int, ...]
 
     def differences(self, other: Settings) -> list[str]:
-        """Names and values of the ordering-relevant settings that differ."""
+        """Names and values of the ordering-relevant settings that differ, ``self`` the
+        coordinator's and ``other`` the joiner's: the text goes to both sides (``Refuse``),
+        so it names whose value is whose, not "here" and "there"."""
         out = []
         for name in ("rule", "phi", "expected_votes", "max_message_size"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine != theirs:
-                out.append(f"{name}: {mine!r} here, {theirs!r} there")
+                out.append(f"{name}: {mine!r} (coordinator), {theirs!r} (refused daemon)")
         return out
 
 

@@ -285,7 +285,8 @@ def test_a_daemon_with_other_ordering_settings_is_refused_on_both_sides() -> Non
     assert "rule" in refused_here[0].detail
     coordinator = [e for i in range(3) for e in events(c, i, JoinRefused)
                    if not e.local and e.node == 3]
-    assert coordinator and "rule: 'gltoto' here, 'lex' there" in coordinator[0].detail
+    assert coordinator
+    assert "rule: 'gltoto' (coordinator), 'lex' (refused daemon)" in coordinator[0].detail
     assert all(3 not in installs(c, i)[-1][2] for i in range(3))
     assert installs(c, 3) == []
 

@@ -92,7 +92,8 @@ SAMPLES: list[Message] = [
     Accepted(Ballot(9, 1), 6, False),
     Install(Ballot(9, 1), PROPOSAL),
     Install(Ballot(2**40, MAX_NODE_ID), FIRST),
-    Refuse(Member(4, 2), "settings_mismatch", "rule: 'gltoto' here, 'lex' there"),
+    Refuse(Member(4, 2), "settings_mismatch",
+           "rule: 'gltoto' (coordinator), 'lex' (refused daemon)"),
 ]
 
 
