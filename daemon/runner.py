@@ -167,10 +167,10 @@ class Daemon:
         self.members = list(config.node.members)
         self.counters = Counters()
         self.refusals = RefusalWatch()
+        """Drops that mean a sender is configured otherwise: warnings and health."""
         self.join_refused: str | None = None
         """Why the group refused this daemon's join (``JoinRefused``, reason and detail),
         until it is in a view."""
-        """Drops that mean a sender is configured otherwise: warnings and health."""
         self.position = 0  # next total-order position in the current view, in app messages
         self.position_view = 0  # the view ``position`` counts in
         self.primary = False
