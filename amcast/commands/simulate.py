@@ -9,8 +9,8 @@ long version of the CI sweep (exit status 1 if any seed violates a property).
 partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel;
 ``--read-batching-ms`` makes the Nodes read arrivals in batches, as a daemon does;
 ``--disk-faults`` adds a full disk at one node per seed, ``--deaf-faults`` a node that
-hears nothing but is heard). ``--plot``
-draws the latency distributions; ``--json`` prints one JSON object with the same figures.
+hears nothing but is heard, ``--clock-faults`` a node whose clock is off for a while).
+``--plot`` draws the latency distributions; ``--json`` prints one JSON object with the same figures.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--deaf-faults", action="store_true",
                         help="a node that hears nothing but is heard, for 2 to 30 suspect "
                              "timeouts, per seed (membership)")
+    faults.add_argument("--clock-faults", action="store_true",
+                        help="a node whose wall clock is off for 2 to 20 suspect timeouts, "
+                             "mostly beyond the replay window, per seed (membership)")
     faults.add_argument("--read-batching-ms", type=number(0, maximum=1000), default=0.0,
                         help="nodes read arrivals in batches as the daemon does, waking "
                              "within this many ms (faults and membership; 0: one by one)")
@@ -121,7 +124,7 @@ def run_membership(args: argparse.Namespace) -> int:
         seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
         read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults,
-        deaf_faults=args.deaf_faults)
+        deaf_faults=args.deaf_faults, clock_faults=args.clock_faults)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1
@@ -136,7 +139,8 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "seeds": SWEEPS, "n_min": SWEEPS, "n_max": SWEEPS, "max_loss": SWEEPS,
     "messages": SWEEPS, "read_batching_ms": SWEEPS,
     "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
-    "disk_faults": ("membership",), "deaf_faults": ("membership",), "jobs": ("membership",),
+    "disk_faults": ("membership",), "deaf_faults": ("membership",),
+    "clock_faults": ("membership",), "jobs": ("membership",),
 }
 """The presets that read each option (``--seed``, ``--json`` and ``--quiet``: all)."""
 

@@ -11,9 +11,10 @@ Faults, on top of the network's loss, duplication, reordering and delay
 (``faults.Fault``): crash (the process is gone; its disk stays), restart (a new
 incarnation from the disk), pause/resume (like SIGSTOP: arrivals queue in a bounded
 socket buffer, timers do not fire), late start (join), graceful leave, partitions
-(cut links, symmetric or one way), and a full disk (the node's state record is refused:
+(cut links, symmetric or one way), a full disk (the node's state record is refused:
 it sends nothing until the newest record it was handed is written, as the daemon does;
-``_persist``).
+``_persist``) and a clock step (the node's wall clock, which stamps and checks send
+times, off by seconds or minutes for a while).
 
 How a node reads the network: by default each arrival is received on its own and the
 node's output pulled right after it. ``read_batching`` > 0 reads the way the daemon does
@@ -164,6 +165,8 @@ class Cluster:
         self.now = 0.0
         self.bootstrap = bootstrap
         self.disk: dict[int, bytes] = {}
+        self.clock_offsets: dict[int, float] = {}
+        """Nodes whose host clock is off now (``clock_step`` faults in force), seconds."""
         self.disk_full: dict[int, int] = {}
         """Nodes whose disk refuses writes now (``disk_full`` faults in force, by node)."""
         self.unwritten: dict[int, bytes] = {}
@@ -250,7 +253,9 @@ class Cluster:
         durable = None
         if i in self.disk:
             durable = DurableState.decode(self.disk[i], node_id)
-        floor = 0 if self.wall_clock is None else int((self.wall_clock + self.now) * 1000)
+        clock = self.clock_offsets.get(i, 0.0)  # the host's clock, off during a clock_step
+        floor = (0 if self.wall_clock is None
+                 else int((self.wall_clock + self.now + clock) * 1000))
         listed = self.members if node_id in self.members else sorted([*self.members, node_id])
         node = Node(self.node_configs.get(i, self.config), node_id=node_id,
                     members=listed,
@@ -259,7 +264,7 @@ class Cluster:
                     initial_view=None if i in self.impostors else initial,
                     # deterministic, and distinct for every start of every endpoint
                     session=random.Random(f"session/{self.seed}/{i}/{self.life[i]}").randbytes(16),
-                    wall_offset=self.wall_clock or 0.0)
+                    wall_offset=(self.wall_clock or 0.0) + clock)
         self.nodes[i] = node
         self.all_nodes.append(node)
         proc = self.proc(i)
@@ -333,8 +338,23 @@ class Cluster:
             for i in nodes:
                 self.disk_full[i] = self.disk_full.get(i, 0) + 1
                 self._at(self.now + fault.duration, lambda i=i: self._disk_freed(i))
+        elif kind == "clock_step":
+            for i in nodes:
+                self._set_clock(i, fault.offset)
+                self._at(self.now + fault.duration, lambda i=i: self._set_clock(i, 0.0))
         else:  # pragma: no cover - Fault validates its kind
             raise ValueError(kind)
+
+    def _set_clock(self, i: int, offset: float) -> None:
+        """Node ``i``'s host clock is ``offset`` seconds off from now on (``clock_step``):
+        its running process sees it at once, a later start too."""
+        if offset:
+            self.clock_offsets[i] = offset
+        else:
+            self.clock_offsets.pop(i, None)
+        node = self.nodes.get(i)
+        if node is not None:
+            node.wall_offset = (self.wall_clock or 0.0) + offset
 
     def _heal(self, cut: set[tuple[int, int]]) -> None:
         self.blocked_links -= cut

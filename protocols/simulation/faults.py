@@ -14,6 +14,11 @@ A ``Fault`` happens at virtual time ``at`` to ``nodes``:
 - ``partition``: for ``duration``, the links between ``groups`` are cut (every other
   node forms a group of its own unless listed); ``one_way`` cuts only the links from
   the first group to the others (an asymmetric partition);
+- ``clock_step``: for ``duration``, the node's wall clock is ``offset`` seconds off
+  (NTP stepping it, a VM resumed from suspension, a clock set by hand), then right
+  again; it stamps and checks datagram send times (replay protection), so beyond
+  ``replay_window`` the node and the others refuse each other's datagrams. A restart
+  during it keeps the offset (it is the host's clock);
 - ``disk_full``: for ``duration``, the node's disk refuses its membership state record
   (full, read-only, failing). The process runs, receives and steps, and sends nothing
   while a record it was handed is not on disk, the daemon's rule
@@ -22,7 +27,8 @@ A ``Fault`` happens at virtual time ``at`` to ``nodes``:
 
 ``random_plan`` draws a plan of faults for a seed (the membership sweep);
 ``disk_fault_plan`` adds a full disk to one, often with a restart during it;
-``deaf_fault_plan`` a node that hears nothing for a long while but is heard.
+``deaf_fault_plan`` a node that hears nothing for a long while but is heard;
+``clock_fault_plan`` a node whose clock is off for a while.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-KINDS = ("crash", "restart", "start", "pause", "leave", "partition", "disk_full")
+KINDS = ("crash", "restart", "start", "pause", "leave", "partition", "disk_full", "clock_step")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,8 @@ class Fault:
     duration: float = 0.0
     groups: tuple[tuple[int, ...], ...] = ()
     one_way: bool = False
+    offset: float = 0.0
+    """``clock_step``: seconds the clock is ahead (negative: behind)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -66,6 +74,7 @@ class Fault:
         what = {
             "partition": f"partition {' | '.join(','.join(map(str, g)) for g in self.groups)}"
                          f"{' (one way)' if self.one_way else ''}",
+            "clock_step": f"clock_step {','.join(map(str, self.nodes))} {self.offset:+.1f}s",
         }.get(self.kind, f"{self.kind} {','.join(map(str, self.nodes))}")
         span = f" for {self.duration:.2f}s" if self.duration else ""
         return f"t={self.at:.2f}s {what}{span}"
@@ -160,3 +169,24 @@ def deaf_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     others = tuple(i for i in range(n) if i != node)
     return [Fault(rng.uniform(0.3, max(0.5, end)), "partition", groups=(others, (node,)),
                   duration=rng.uniform(2.0, 30.0) * suspect_timeout, one_way=True)]
+
+
+def clock_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
+                     suspect_timeout: float = 0.8, window: float = 30.0) -> list[Fault]:
+    """One node whose wall clock is off, somewhere in ``plan``'s span, for 2 to 20
+    suspect timeouts: seven times in ten beyond the replay ``window`` (35 to 120 s, ahead
+    or behind: the others refuse it and it refuses them, so it is excluded, then taken in
+    again), else within it (2 to 25 s: nothing may change); and four times in ten it
+    restarts during the step (its state record and incarnation written on the wrong
+    clock)."""
+    end = max((f.at + f.duration for f in plan), default=0.5)
+    node = rng.randrange(n)
+    at = rng.uniform(0.3, max(0.5, end))
+    duration = rng.uniform(2.0, 20.0) * suspect_timeout
+    beyond = rng.random() < 0.7
+    offset = (rng.uniform(window + 5, 4 * window) if beyond else rng.uniform(2.0, window - 5))
+    offset *= rng.choice((-1.0, 1.0))
+    faults = [Fault(at, "clock_step", (node,), duration, offset=offset)]
+    if rng.random() < 0.4:
+        faults.append(Fault(at + rng.uniform(0.2, 0.8) * duration, "restart", (node,)))
+    return faults

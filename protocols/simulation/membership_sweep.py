@@ -25,6 +25,7 @@ from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload, batching_title
 from amcast.protocols.simulation.faults import (
     Fault,
+    clock_fault_plan,
     deaf_fault_plan,
     disk_fault_plan,
     random_plan,
@@ -32,6 +33,8 @@ from amcast.protocols.simulation.faults import (
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 
 RULES = ("lex", "stoto", "gtoto", "gltoto")
+WALL_CLOCK = 1_795_000_000.0
+"""The simulated wall clock at t = 0 of a seed with a clock step (2026-11, Unix s)."""
 KEY = b"simulation-group-key"
 
 
@@ -47,9 +50,11 @@ class MembershipPoint:
 def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
                      max_loss: float = 0.2, faults: int | None = None,
                      kinds: Sequence[str] | None = None,
-                     disk_faults: bool = False, deaf_faults: bool = False) -> MembershipPoint:
+                     disk_faults: bool = False, deaf_faults: bool = False,
+                     clock_faults: bool = False) -> MembershipPoint:
     """``disk_faults`` adds a full disk at one node (``faults.disk_fault_plan``),
     ``deaf_faults`` a node that hears nothing but is heard (``faults.deaf_fault_plan``),
+    ``clock_faults`` a node whose clock is off for a while (``faults.clock_fault_plan``),
     each drawn from a stream of its own: the rest of the seed's plan stays what it was
     without."""
     rng = random.Random(seed * 104729 + 17)
@@ -62,6 +67,8 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
         plan += disk_fault_plan(random.Random(seed * 7717 + 3), n, plan)
     if deaf_faults:
         plan += deaf_fault_plan(random.Random(seed * 6133 + 5), n, plan)
+    if clock_faults:
+        plan += clock_fault_plan(random.Random(seed * 4597 + 9), n, plan)
     return MembershipPoint(seed, n, loss, rule, tuple(plan))
 
 
@@ -73,8 +80,12 @@ def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
     setting); ``read_batching``: nodes read arrivals as the daemon does (``Cluster``)."""
     cfg = NodeConfig(group_key=KEY, rule=point.rule, **dict(settings or {}))
     net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
+    # a clock step needs a wall clock to step: Unix time, as the daemon's (incarnations
+    # then start there too); other seeds keep the clock at 0, as ever
+    stepped = any(f.kind == "clock_step" for f in point.plan)
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
-                      bootstrap="join", read_batching=read_batching)
+                      bootstrap="join", read_batching=read_batching,
+                      wall_clock=WALL_CLOCK if stepped else None)
     for fault in point.plan:
         cluster.schedule(fault)
     workload = Workload(messages_per_node=messages_per_node, interval=interval)
@@ -95,9 +106,11 @@ class SeedOutcome:
 
 def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
                  messages_per_node: int = 40, read_batching: float = 0.0,
-                 disk_faults: bool = False, deaf_faults: bool = False) -> SeedOutcome:
+                 disk_faults: bool = False, deaf_faults: bool = False,
+                 clock_faults: bool = False) -> SeedOutcome:
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
-                             disk_faults=disk_faults, deaf_faults=deaf_faults)
+                             disk_faults=disk_faults, deaf_faults=deaf_faults,
+                             clock_faults=clock_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
                                   read_batching=read_batching)
     totals: Counter[str] = Counter()
@@ -111,6 +124,8 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
     totals["flush deliveries"] += sum(nd.stats.flush_deliveries for nd in result.all_nodes)
     totals["crash-restarts"] += sum(1 for f in point.plan if f.kind == "restart")
     totals["held back"] += result.drops.get("state_unwritable", 0)
+    totals["refused for their send time"] += (result.drops.get("stale", 0)
+                                              + result.drops.get("future", 0))
     if deaf_faults:  # its fault is the plan's last (``membership_point``)
         totals["deaf views"] += views_during(result, point.plan[-1])
     plan = "; ".join(f.describe() for f in point.plan)
@@ -133,7 +148,8 @@ def views_during(result: RunResult, fault: Fault) -> int:
 
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
               max_loss: float = 0.2, read_batching: float = 0.0,
-              disk_faults: bool = False, deaf_faults: bool = False) -> dict:
+              disk_faults: bool = False, deaf_faults: bool = False,
+              clock_faults: bool = False) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -150,7 +166,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                  f"loss 0..{max_loss:.0%}, rules {', '.join(sorted(rules))}"
                  + batching_title(read_batching)
                  + (", a full disk at one node per seed" if disk_faults else "")
-                 + (", a node that hears nothing but is heard per seed" if deaf_faults else ""),
+                 + (", a node that hears nothing but is heard per seed" if deaf_faults else "")
+                 + (", a node whose clock is off for a while per seed" if clock_faults else ""),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -166,6 +183,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                if disk_faults else {}),
             **({"views installed while a node was deaf": totals["deaf views"]}
                if deaf_faults else {}),
+            **({"datagrams refused for their send time": totals["refused for their send time"]}
+               if clock_faults else {}),
             "copies lost": totals["lost copies"],
         },
         "notes": failures[:50] or [
@@ -190,11 +209,13 @@ def run_membership_sweep(
     read_batching: float = 0.0,
     disk_faults: bool = False,
     deaf_faults: bool = False,
+    clock_faults: bool = False,
 ) -> dict:
     """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
     one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
                             messages_per_node=messages_per_node, read_batching=read_batching,
-                            disk_faults=disk_faults, deaf_faults=deaf_faults)
+                            disk_faults=disk_faults, deaf_faults=deaf_faults,
+                            clock_faults=clock_faults)
     seeds = list(seeds)
     outcomes: list[SeedOutcome] = []
     step = max(1, len(seeds) // 50)
@@ -218,4 +239,4 @@ def run_membership_sweep(
                 note(k, o)
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
                      read_batching=read_batching, disk_faults=disk_faults,
-                     deaf_faults=deaf_faults)
+                     deaf_faults=deaf_faults, clock_faults=clock_faults)
