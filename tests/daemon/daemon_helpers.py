@@ -1,4 +1,5 @@
-"""Test helpers: ``Raw``, a hand-driven API connection, and ``FakeNode``.
+"""Test helpers: ``Raw``, a hand-driven API connection, ``FakeNode``, and
+``group_config`` / ``running`` for real daemons sharing the test's event loop.
 
 ``FakeNode`` is a scriptable stand-in for ``amcast.protocols.node.Node``: it has the
 ``Node`` surface the daemon uses (``submit``, ``receive_datagram``, ``handle_timer``,
@@ -10,10 +11,16 @@ out, which call raises.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgpack
+from amcast.daemon.config import DaemonConfig
+from amcast.daemon.runner import Daemon
 from amcast.protocols.errors import BackpressureError, ClientError
 from amcast.protocols.events import (
     BackpressureReleased,
@@ -24,7 +31,46 @@ from amcast.protocols.events import (
 from amcast.protocols.node import NodeStats
 from amcast.protocols.vocabulary import DeliveryRule
 
+from amcast.localcluster import free_port
 from amcast.socket_protocol import FrameDecoder, encode_envelope, encode_frame
+
+
+def loopback_group() -> tuple[str, int]:
+    """A random 239.255.x.y group and a free port: daemons of one test, nobody else's."""
+    return f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}", free_port()
+
+
+def group_config(tmp_path: Path, node: int, group: tuple[str, int], *,
+                 members: Sequence[int] = (0, 1, 2), **tables: dict[str, Any]) -> DaemonConfig:
+    """Node ``node`` of ``members`` on loopback multicast ``group`` (``loopback_group``),
+    its files under ``tmp_path``, fast failure detection (``suspect_timeout`` 0.4 s);
+    ``tables`` add to or replace whole config tables (``security``, ``protocol``...)."""
+    protocol = {"suspect_timeout": 0.4, **tables.pop("protocol", {})}
+    return DaemonConfig.model_validate({
+        "node": {"id": node, "members": list(members), "seed": node + 1,
+                 "state_dir": str(tmp_path / f"state{node}")},
+        "network": {"group": group[0], "port": group[1], "ttl": 0},
+        "api": {"socket": str(tmp_path / f"n{node}.sock")},
+        "metrics": {"port": 0},
+        "logs": {"dir": str(tmp_path / f"logs{node}"), "format": "json", "level": "warning"},
+        "protocol": protocol,
+        "shutdown": {"grace_s": 0.5},
+        **tables,
+    })
+
+
+@contextlib.asynccontextmanager
+async def running(daemons: Sequence[Daemon]) -> AsyncIterator[None]:
+    """Run ``daemons`` on this loop: ready within 15 s, stopped (within 20 s) after."""
+    tasks = [asyncio.create_task(d.run()) for d in daemons]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+        yield
+    finally:
+        for d in daemons:
+            d.request_stop("test")
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+
 
 NOTICES = ("view", "gap")
 """Frames a daemon may send at any time when membership changes."""

@@ -11,35 +11,19 @@ names the clocks and says its own is likely the wrong one.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from pathlib import Path
 
 import pytest
-from amcast.daemon.config import DaemonConfig
 from amcast.daemon.metrics import AmcastCollector
 from amcast.daemon.runner import Daemon
 from prometheus_client import CollectorRegistry, generate_latest
 
 from amcast.commands.status import membership_report
 from amcast.keygen import create
-from amcast.localcluster import free_port
+from tests.daemon.daemon_helpers import group_config, loopback_group, running
 
 AHEAD = {0: 0.0, 1: 5.0, 2: 61.0}
-
-
-def config(tmp_path: Path, node: int, group: str, port: int, key: Path) -> DaemonConfig:
-    return DaemonConfig.model_validate({
-        "node": {"id": node, "members": [0, 1, 2], "seed": node + 1,
-                 "state_dir": str(tmp_path / f"state{node}")},
-        "network": {"group": group, "port": port, "ttl": 0},
-        "api": {"socket": str(tmp_path / f"n{node}.sock")},
-        "metrics": {"port": 0},
-        "logs": {"dir": str(tmp_path / f"logs{node}"), "format": "json", "level": "warning"},
-        "security": {"key_file": str(key)},
-        "protocol": {"suspect_timeout": 0.4},
-        "shutdown": {"grace_s": 0.5},
-    })
 
 
 def scrape(d: Daemon) -> str:
@@ -58,12 +42,10 @@ async def test_daemons_name_the_clock_that_is_off_and_by_how_much(
 ) -> None:
     key = tmp_path / "authkey"
     create(key)
-    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
-    port = free_port()
-    daemons = [Daemon(config(tmp_path, n, group, port, key), environ={},
-                      wall_clock=lambda ahead=AHEAD[n]: time.time() + ahead)
+    group = loopback_group()
+    daemons = [Daemon(group_config(tmp_path, n, group, security={"key_file": str(key)}),
+                      environ={}, wall_clock=lambda ahead=AHEAD[n]: time.time() + ahead)
                for n in range(3)]
-    tasks = [asyncio.create_task(d.run()) for d in daemons]
     loop = asyncio.get_running_loop()
 
     def settled() -> bool:
@@ -73,8 +55,7 @@ async def test_daemons_name_the_clock_that_is_off_and_by_how_much(
                 and len(clocks(daemons[2])) == 2
                 and not daemons[2].health()["ok"])
 
-    try:
-        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+    async with running(daemons):
         deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
         while not settled() and loop.time() < deadline:
             await asyncio.sleep(0.1)
@@ -108,10 +89,6 @@ async def test_daemons_name_the_clock_that_is_off_and_by_how_much(
         cells = {row[0]: row[column] for row in table["rows"]}
         assert cells[1].startswith("+4.9") or cells[1].startswith("+5.0"), cells
         assert cells[2].startswith("+61.0 REFUSED"), cells
-    finally:
-        for d in daemons:
-            d.request_stop("test")
-        await asyncio.wait_for(asyncio.gather(*tasks), 20)
     warned = [ln for ln in capsys.readouterr().out.splitlines()
               if "peer clock out of the replay window" in ln]
     assert any("node=0 " in ln and "peer=2 " in ln for ln in warned), warned

@@ -2,24 +2,22 @@
 one warning a minute per reason with what to check, and the recent counts that the
 health problem of a daemon cut off that way names.
 
-The unit tests feed ``RefusalWatch`` counters; the last one runs three daemons in one
-event loop, one of them with the wrong key file or insecure.
+The unit tests feed ``RefusalWatch`` counters; the others run three daemons in one event
+loop, one of them with another key file, insecure, or with another ordering rule (a
+join the group refuses: its health says why first).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 from pathlib import Path
-from typing import Any
 
 import pytest
-from amcast.daemon.config import DaemonConfig
 from amcast.daemon.refusals import CAUSES, LOG_EVERY_S, RECENT_S, RefusalWatch
 from amcast.daemon.runner import Daemon
 
 from amcast.keygen import create
-from amcast.localcluster import free_port
+from tests.daemon.daemon_helpers import group_config, loopback_group, running
 
 
 def test_one_warning_a_minute_per_reason_with_the_count_since_the_last() -> None:
@@ -49,21 +47,6 @@ def test_the_recent_counts_cover_the_last_seconds_only() -> None:
     assert "; 2 bad_version (they speak another wire version" in text
 
 
-def config(tmp_path: Path, node: int, group: str, port: int,
-           security: dict[str, Any]) -> DaemonConfig:
-    return DaemonConfig.model_validate({
-        "node": {"id": node, "members": [0, 1, 2], "seed": node + 1,
-                 "state_dir": str(tmp_path / f"state{node}")},
-        "network": {"group": group, "port": port, "ttl": 0},
-        "api": {"socket": str(tmp_path / f"n{node}.sock")},
-        "metrics": {"port": 0},
-        "logs": {"dir": str(tmp_path / f"logs{node}"), "format": "json", "level": "warning"},
-        "protocol": {"suspect_timeout": 0.4, **security.get("protocol", {})},
-        **({"security": security["security"]} if "security" in security else {}),
-        "shutdown": {"grace_s": 0.5},
-    })
-
-
 @pytest.mark.parametrize(("odd", "here", "there"), [
     ("another key", "auth_failed", "auth_failed"),
     ("insecure", "auth_unexpected", "auth_missing"),
@@ -77,11 +60,9 @@ async def test_a_daemon_cut_off_by_its_configuration_names_the_cause(
     sealed = {"security": {"key_file": str(key)}}
     odd_one = ({"security": {"key_file": str(other)}} if odd == "another key"
                else {"protocol": {"insecure": True}})
-    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
-    port = free_port()
-    daemons = [Daemon(config(tmp_path, n, group, port, odd_one if n == 2 else sealed),
+    group = loopback_group()
+    daemons = [Daemon(group_config(tmp_path, n, group, **(odd_one if n == 2 else sealed)),
                       environ={}) for n in range(3)]
-    tasks = [asyncio.create_task(d.run()) for d in daemons]
     loop = asyncio.get_running_loop()
     two = daemons[2]
 
@@ -91,8 +72,7 @@ async def test_a_daemon_cut_off_by_its_configuration_names_the_cause(
                 and bool(problems) and problems[0].startswith("datagrams arrive but are "
                                                              "refused"))
 
-    try:
-        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+    async with running(daemons):
         deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
         while not settled() and loop.time() < deadline:
             await asyncio.sleep(0.1)
@@ -103,10 +83,6 @@ async def test_a_daemon_cut_off_by_its_configuration_names_the_cause(
         assert not [p for p in problems if p.startswith("heard nothing")], problems
         assert all(d.health()["ok"] for d in daemons[:2])  # they order
         assert daemons[0].counters.drops[there] > 0
-    finally:
-        for d in daemons:
-            d.request_stop("test")
-        await asyncio.wait_for(asyncio.gather(*tasks), 20)
     warned = [ln for ln in capsys.readouterr().out.splitlines()
               if "datagrams refused: the sender and this daemon are not configured" in ln]
     assert any("node=2 " in ln and f"reason={here}" in ln for ln in warned), warned
@@ -119,17 +95,14 @@ async def test_a_daemon_the_group_refuses_says_why_first(tmp_path: Path) -> None
     setting named (``JoinRefused``); its health says so before anything else."""
     key = tmp_path / "authkey"
     create(key)
-    sealed = {"security": {"key_file": str(key)}}
-    group = f"239.255.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
-    port = free_port()
-    daemons = [Daemon(config(tmp_path, n, group, port,
-                             {**sealed, "protocol": {"rule": "lex"}} if n == 2 else sealed),
+    sealed = {"key_file": str(key)}
+    group = loopback_group()
+    daemons = [Daemon(group_config(tmp_path, n, group, security=sealed,
+                                   **({"protocol": {"rule": "lex"}} if n == 2 else {})),
                       environ={}) for n in range(3)]
-    tasks = [asyncio.create_task(d.run()) for d in daemons]
     loop = asyncio.get_running_loop()
     two = daemons[2]
-    try:
-        await asyncio.wait_for(asyncio.gather(*(d.ready.wait() for d in daemons)), 15)
+    async with running(daemons):
         deadline = loop.time() + 30
         while ((two.join_refused is None or not all(d.primary for d in daemons[:2]))
                and loop.time() < deadline):
@@ -139,7 +112,3 @@ async def test_a_daemon_the_group_refuses_says_why_first(tmp_path: Path) -> None
             "the group refused this daemon's join: config_mismatch: rule: "), problems
         assert "rule: 'gltoto' (coordinator), 'lex' (refused daemon)" in problems[0], problems
         assert not two.primary and all(d.primary for d in daemons[:2])
-    finally:
-        for d in daemons:
-            d.request_stop("test")
-        await asyncio.wait_for(asyncio.gather(*tasks), 20)
