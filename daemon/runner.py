@@ -1016,14 +1016,14 @@ class Daemon:
         else:
             self._pending_since = None
         if not self.primary and self.node is not None and hasattr(self.node, "membership"):
-            refused = self._clocks_refused()
+            clock = self._clock_problem()
             mismatched = self.refusals.recent()
             # the cause first: ``amcast status --health`` prints the first problem
             if self.join_refused is not None:
                 problems.append(f"the group refused this daemon's join: {self.join_refused} "
                                 "(docs/membership.md, 'Joins, restarts, refusals, reloads')")
-            if refused:
-                problems.append(self._clock_problem(refused))
+            if clock is not None:
+                problems.append(clock)
             elif mismatched:
                 problems.append(f"datagrams arrive but are refused: "
                                 f"{self.refusals.describe(mismatched)} in the last "
@@ -1039,7 +1039,7 @@ class Daemon:
                     f"{last['needed']} of them must agree on the next view, and only "
                     f"{last['reachable']} can be reached (docs/membership.md, "
                     "'Shrinking the member list')")
-            deaf = None if refused or mismatched else self._heard_nobody_for(now)
+            deaf = None if clock is not None or mismatched else self._heard_nobody_for(now)
             if deaf is not None:
                 problems.append(
                     f"heard nothing from any other listed member for {deaf:.1f} s: they are "
@@ -1061,20 +1061,18 @@ class Daemon:
             problems.append("shutting down")
         return {"ok": not problems, "problems": problems}
 
-    def _clocks_refused(self) -> dict[int, float]:
-        """Listed peers whose datagrams this daemon refuses for their send times, with
-        their clock offsets (seconds ahead of this host's)."""
+    def _clock_problem(self) -> str | None:
+        """The health problem of peers refused for their send times (``None``: none is):
+        which, by how much, and whose clock is likely off when every peer heard is off
+        the same way."""
         peers = self.node.peers() if self.node is not None and hasattr(self.node, "peers") else {}
-        return {node: float(info["clock_offset_s"] or 0.0)
-                for node, info in peers.items() if info.get("clock_refused")}
-
-    def _clock_problem(self, refused: dict[int, float]) -> str:
-        """The health problem of peers refused for their clocks: which, by how much, and
-        whose clock is likely off when every peer heard is off the same way."""
+        heard = {n: float(info["clock_offset_s"]) for n, info in peers.items()
+                 if info.get("clock_offset_s") is not None}
+        refused = {n: heard.get(n, 0.0) for n, info in peers.items() if info.get("clock_refused")}
+        if not refused:
+            return None
         window = self.node_config.replay_window
         offsets = ", ".join(f"node {n} {off:+.1f} s" for n, off in sorted(refused.items()))
-        heard = {n: info["clock_offset_s"] for n, info in self.node.peers().items()
-                 if info["clock_offset_s"] is not None}
         signs = {off > 0 for off in heard.values()}
         mine = (len(heard) >= 2 and len(heard) == len(refused) and len(signs) == 1)
         return (f"datagrams refused for their send times: the clocks of {offsets} differ "
