@@ -45,7 +45,8 @@ about it can name it), ``status`` and ``sync``. Daemon to client: ``welcome``, `
   ``{"t": "error", "code": "undelivered", "fatal": false, "id": <send frame id>,
   "first": k}`` per affected send frame: messages ``k..`` of that frame were accepted
   but this daemon stopped before delivering them (other members may or may not).
-- The ``status`` reply carries ``health``: ``{"ok": bool, "problems": [str, ...]}``.
+- The ``status`` reply carries ``health``: ``{"ok": bool, "problems": [str, ...],
+  "warnings": [str, ...]}`` (``ok`` reads the problems alone).
 
 Control envelopes (group membership, ``amcast.daemon.groups``). Daemons multicast the
 changes of their clients' group memberships as ``agreed`` engine payloads whose first

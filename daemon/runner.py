@@ -87,6 +87,7 @@ from amcast.protocols.events import (
     JoinRefused,
     MemberSuspected,
     MessagesInDoubt,
+    NodeIdClaimed,
     OrderGap,
     PeerClockRefused,
     QuorumLost,
@@ -103,6 +104,8 @@ from amcast import socket_protocol as sp
 log = structlog.get_logger("amcastd")
 LEVELS = {level.value: level for level in ServiceLevel}
 TICK_S = 1.0  # health bookkeeping and the periodic metrics snapshot
+ID_CLAIM_SHOWN_S = 600.0
+"""How long health warns of another daemon heard claiming this node's id."""
 SCRAPE_WAIT_S = 1.0  # a scrape waits this long for a fresh snapshot from the loop
 TIMER_RETRY_S = 0.1  # when the engine's next_timer() fails, pump again after this
 LOOP_TICK_S = 0.001
@@ -171,6 +174,9 @@ class Daemon:
         self.join_refused: str | None = None
         """Why the group refused this daemon's join (``JoinRefused``, reason and detail),
         until it is in a view."""
+        self.id_claimed: tuple[int, float] | None = None
+        """Another daemon's incarnation heard claiming this node's id, and when
+        (``NodeIdClaimed``): a health warning for ``ID_CLAIM_SHOWN_S``."""
         self.position = 0  # next total-order position in the current view, in app messages
         self.position_view = 0  # the view ``position`` counts in
         self.primary = False
@@ -941,6 +947,13 @@ class Daemon:
                       detail=ev.detail, refused_here=ev.local)
             if ev.local:
                 self.join_refused = f"{ev.reason}: {ev.detail}"
+        elif kind is NodeIdClaimed:
+            log.error("another daemon claims this node's id: two daemons were started with "
+                      "one node.id; the group refuses the other one while this one is a "
+                      "member; stop it, or give it its own id",
+                      node=self.node_id, claimed_by_incarnation=ev.incarnation,
+                      incarnation=ev.mine)
+            self.id_claimed = (ev.incarnation, self.now())
         elif kind is MessagesInDoubt:
             self._report_in_doubt(ev)
 
@@ -998,10 +1011,22 @@ class Daemon:
                 "max_message_bytes": lim.max_message_bytes}
 
     def health(self) -> dict[str, Any]:
-        """``{"ok", "problems"}``: the daemon cannot order when messages are pending and
-        nothing was delivered for ``health.stall_after_s``."""
+        """``{"ok", "problems", "warnings"}``: the daemon cannot order when messages are
+        pending and nothing was delivered for ``health.stall_after_s``, and so on;
+        ``warnings`` say what an operator should act on that does not stop this daemon
+        (``ok`` reads the problems alone: a readiness probe)."""
         problems: list[str] = []
+        warnings: list[str] = []
         now = self.now()
+        claimed = self.id_claimed
+        if claimed is not None and now - claimed[1] < ID_CLAIM_SHOWN_S:
+            warnings.append(
+                f"another daemon claims this node's id {self.node_id} (incarnation "
+                f"{claimed[0]}, {now - claimed[1]:.0f} s ago): the group refuses it while "
+                "this daemon is a member; stop it or give it its own node.id")
+        overdue = self._view_change_overdue(now)
+        if overdue is not None:
+            problems.append(overdue)
         dag = int(self.node.stats.pending_dag_size) if self.node is not None else 0
         own = self.own_outstanding + self.queue.messages
         if own > 0 or dag > 0:
@@ -1059,7 +1084,24 @@ class Daemon:
                             "sending nothing until it can")
         if self.stopping:
             problems.append("shutting down")
-        return {"ok": not problems, "problems": problems}
+        return {"ok": not problems, "problems": problems, "warnings": warnings}
+
+    def _view_change_overdue(self, now: float) -> str | None:
+        """A primary view holding members that have been silent for longer than a view
+        change takes to exclude them (suspicion, then up to four flush timeouts): the
+        view this daemon reports is no longer the group's, whatever blocks the change."""
+        if not self.primary or self.node is None or not hasattr(self.node, "peers"):
+            return None
+        cfg = self.node_config
+        limit = 2 * cfg.suspect_timeout + 4 * cfg.flush_timeout
+        silent = {n: now - info["last_heard"] for n, info in self.node.peers().items()
+                  if info["in_view"] and not info["alive"] and info["last_heard"] is not None
+                  and now - info["last_heard"] > limit}
+        if not silent:
+            return None
+        who = ", ".join(f"node {n} for {s:.1f} s" for n, s in sorted(silent.items()))
+        return (f"view change overdue: view {self.view_id} still holds members not heard "
+                f"from ({who}), beyond the {limit:g} s a view change takes to exclude them")
 
     def _clock_problem(self) -> str | None:
         """The health problem of peers refused for their send times (``None``: none is):

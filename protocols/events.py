@@ -216,6 +216,17 @@ class JoinRefused(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class NodeIdClaimed(Event):
+    """Another daemon announces itself with this daemon's node id, as ``incarnation``
+    (this one is ``mine``): two daemons were started with one id. The group refuses the
+    other one (``JoinRefused`` with ``duplicate_node_id`` there) while this one is a live
+    member; this member reports it, once per such incarnation."""
+
+    incarnation: int
+    mine: int
+
+
+@dataclass(frozen=True, slots=True)
 class MessagesInDoubt(Event):
     """Own messages this member sent in view ``view``, which it was then excluded from,
     that the primary component did not deliver (beyond the cut that closed the view,

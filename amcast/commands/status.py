@@ -51,6 +51,12 @@ def problems(st: dict[str, Any]) -> list[str]:
     return found or ["the daemon reports itself unhealthy"]
 
 
+def warnings(st: dict[str, Any]) -> list[str]:
+    """What the daemon asks an operator to act on without being unhealthy."""
+    h = st.get("health")
+    return [str(w) for w in (h.get("warnings") or [])] if isinstance(h, dict) else []
+
+
 def health(socket_path: str, timeout: float = 5.0) -> int:
     try:
         with BlockingClient(socket_path, name="amcast-health", timeout=timeout) as client:
@@ -229,6 +235,7 @@ def run(args: argparse.Namespace) -> int:
         }],
         "figures": {
             "health": "; ".join(problems(last)) or "ok",
+            **({"warnings": "; ".join(warnings(last))} if warnings(last) else {}),
             "next position": last["position"], "submit queue (frames)": last["submit_queue"],
             **{k: v for k, v in c.items() if not isinstance(v, dict)},
             **{f"drops {k}": v for k, v in c["drops"].items()},

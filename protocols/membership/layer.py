@@ -53,6 +53,7 @@ from amcast.protocols.events import (
     JoinerHeldBack,
     JoinRefused,
     MemberSuspected,
+    NodeIdClaimed,
     OrderGap,
     QuorumLost,
     ViewChangeBlocked,
@@ -138,6 +139,16 @@ class Peer:
     answered_in_hold: float = math.inf
     """When this member first sent it the view history its JOINs asked for during its
     current hold (``_renew_holds``)."""
+    contender: int = -1
+    """A later incarnation refused while this one is a live member of our view (a
+    second daemon started with the same id, ``_refuse``): its datagrams are answered
+    with the refusal and change nothing here (-1: none)."""
+    contender_reason: str = ""
+    contender_detail: str = ""
+    contender_heard: float = -math.inf
+    incumbent: Peer | None = None
+    """This record as it was before a later incarnation of a member of our view replaced
+    it (``_adopt``), so that refusing that incarnation restores the member."""
 
 
 @dataclass(slots=True)
@@ -244,6 +255,8 @@ class MembershipLayer:
         self.last_foreign_view = -math.inf
         """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self.repeats_skipped = 0
+        self._claimed_by = durable.incarnation
+        """The latest incarnation of another daemon heard claiming our node id."""
         """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
         self._reported_closed: int | None = None
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
@@ -459,6 +472,8 @@ class MembershipLayer:
         sender = dg.sender
         self.noticed_time(now)
         if sender == self.node_id:
+            if dg.incarnation > self.me.incarnation:
+                self._claimed(dg.incarnation, now)
             return  # our own echo, or a previous incarnation's datagram still in flight
         self.detector.heard(sender, now)
         self._version += 1
@@ -473,20 +488,52 @@ class MembershipLayer:
         if peer is None:
             peer = self.peers[sender] = Peer()
             self._version += 1  # a new candidate for ``alive_members``
+        if peer.incarnation < dg.incarnation <= peer.contender:
+            self._from_contender(sender, peer, dg.incarnation, msg, now)
+            return
         if dg.incarnation < peer.incarnation:
             self._drop("stale_incarnation", f"node {sender} incarnation {dg.incarnation}")
             return
         if dg.incarnation > peer.incarnation:
-            peer.incarnation = dg.incarnation
-            peer.joining_since = math.inf
-            peer.held_back_until = -math.inf
-            peer.missed_rounds = peer.holds = 0
-            self._holding.discard(sender)
-            peer.refused = None
-            peer.leaving = False
+            self._adopt(sender, peer, dg.incarnation)
         handler = _HANDLERS[type(msg)]
         handler(self, sender, dg.incarnation, msg, now)
         self.evaluate(now)
+
+    def _adopt(self, node: int, peer: Peer, incarnation: int) -> None:
+        """A later incarnation of ``node`` speaks: from now on it is the one we know
+        (a restart), unless it turns out to be a second daemon with the id of a live
+        member (``_check_duplicate``): then ``_refuse`` restores the member's record
+        kept here."""
+        member = self.view.member(node) if self.view is not None else None
+        if member is not None and member.incarnation == peer.incarnation:
+            peer.incumbent = _copy_peer(peer)
+        peer.incarnation = incarnation
+        peer.joining_since = math.inf
+        peer.held_back_until = -math.inf
+        peer.missed_rounds = peer.holds = 0
+        self._holding.discard(node)
+        peer.refused = None
+        peer.leaving = False
+
+    def _from_contender(self, sender: int, peer: Peer, incarnation: int, msg: Message,
+                        now: float) -> None:
+        """A datagram of an incarnation refused while the member with its id is live:
+        counted, and a JOIN answered with the refusal again (by the coordinator); it
+        changes nothing of what we know of the member."""
+        peer.contender_heard = now
+        self._drop("refused_incarnation", f"node {sender} incarnation {incarnation}")
+        if isinstance(msg, Join) and not msg.leaving:
+            self._tell_refused(sender, incarnation, peer.contender_reason,
+                               peer.contender_detail, now)
+
+    def _claimed(self, incarnation: int, now: float) -> None:
+        """Another daemon announces itself with our node id (a later incarnation): a
+        configuration mistake. The group refuses it while we are live (``_refuse``); we
+        say so too, once per such incarnation."""
+        if incarnation > self._claimed_by:
+            self._claimed_by = incarnation
+            self.events.append(NodeIdClaimed(incarnation, self.me.incarnation))
 
     def _check_duplicate(self, sender: int, peer: Peer, now: float) -> None:
         """A member of our view keeps sending while another incarnation asks to join."""
@@ -500,13 +547,48 @@ class MembershipLayer:
 
     def _refuse(self, node: int, incarnation: int, reason: str, detail: str,
                 now: float) -> None:
-        """Refuse ``node``'s incarnation; the coordinator tells it (and reports it)."""
+        """Refuse ``node``'s incarnation; the coordinator tells it (and reports it).
+
+        A later incarnation of a live member of our view (a second daemon with its id,
+        whatever the reason) never replaces it: the member's record is restored as it
+        was before that incarnation spoke, and the refused one becomes its *contender*,
+        whose datagrams change nothing (``_from_contender``) until the member is gone
+        (``_forget_contenders``)."""
         self._version += 1
         peer = self.peers.setdefault(node, Peer())
-        peer.incarnation = max(peer.incarnation, incarnation)
-        peer.refused = reason
-        peer.refused_detail = detail
-        if self.coordinator(self.alive_members(now), now) != self.node_id:
+        member = self.view.member(node) if self.view is not None else None
+        if member is not None and member.incarnation < incarnation and not self._gone(peer, now):
+            kept = peer.incumbent
+            if kept is not None and kept.incarnation == member.incarnation:
+                _restore_peer(peer, kept)
+            else:
+                peer.incarnation = member.incarnation
+                peer.joining_since = math.inf
+                peer.refused = None
+            peer.incumbent = None
+            peer.contender = max(peer.contender, incarnation)
+            peer.contender_reason = reason
+            peer.contender_detail = detail
+            peer.contender_heard = now
+        else:
+            peer.incarnation = max(peer.incarnation, incarnation)
+            peer.refused = reason
+            peer.refused_detail = detail
+        self._tell_refused(node, incarnation, reason, detail, now)
+
+    def _gone(self, peer: Peer, now: float) -> bool:
+        """The member of our view with this record has been silent in the view for a
+        suspicion timeout: a later incarnation is its restart, not a contender."""
+        return now - peer.last_in_view > self.cfg.suspect_timeout
+
+    def _tell_refused(self, node: int, incarnation: int, reason: str, detail: str,
+                      now: float) -> None:
+        """The coordinator tells the refused incarnation why (and reports it once); the
+        next member does when the refused daemon claims the coordinator's own id (the
+        coordinator takes such datagrams for its own echo)."""
+        peer = self.peers[node]
+        alive = {n: m for n, m in self.alive_members(now).items() if n != node}
+        if not alive or self.coordinator(alive, now) != self.node_id:
             return
         key = f"{incarnation}:{reason}:{detail}"
         if peer.reported != key:
@@ -1293,17 +1375,25 @@ class MembershipLayer:
         if (self.promised_at is not None and now - self.promised_at > stuck
                 and self.coordinator(self.alive_members(now), now) != self.node_id):
             self._lose_view(now, "stuck_flush")  # nobody finishes the change: start over
-        for peer in self.peers.values():
-            if (peer.refused == "duplicate_node_id"
-                    and now - peer.last_in_view > self.cfg.suspect_timeout):
-                peer.refused = None  # the incumbent is gone: the newcomer is a restart
-                self._version += 1
+        self._forget_contenders(now)
         self._check_waits(now)
         self._vote_unheld(now)
         self._check_history_wait(now)
         self._coordinate(now)
         for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
             del self.retired[view_id]
+
+    def _forget_contenders(self, now: float) -> None:
+        """A contender is forgotten once the member it contends with is gone (its next
+        datagram is that of a restart: adopted and admitted as usual) or once it has
+        been silent for twice the suspicion timeout (it was stopped)."""
+        for peer in self.peers.values():
+            if peer.contender >= 0 and (
+                self._gone(peer, now)
+                or now - peer.contender_heard > 2 * self.cfg.suspect_timeout
+            ):
+                peer.contender = -1
+                self._version += 1
 
     def _steady(self, alive: dict[int, Member]) -> bool:
         """``evaluate`` would change nothing: a quorate view whose members (exactly) are
@@ -1330,8 +1420,7 @@ class MembershipLayer:
             if live is None or live.incarnation != m.incarnation or m.node not in last:
                 return False
         for peer in self.peers.values():
-            if (peer.leaving or peer.joining_since != math.inf
-                    or peer.refused == "duplicate_node_id"):
+            if peer.leaving or peer.joining_since != math.inf or peer.contender >= 0:
                 return False
         if self._steady_view is not view:
             # the lease (every member) holds a quorum; every member is listed, so the
@@ -1468,3 +1557,22 @@ def _no_factory(view: ViewRecord, now: float) -> ViewSession:
 
 def _ignore_closed(view_id: int, cut: dict[int, int] | None) -> None:
     return None
+
+
+_RESTORED = tuple(f for f in Peer.__slots__ if f not in (
+    "last_in_view", "reported", "contender", "contender_reason", "contender_detail",
+    "contender_heard", "incumbent"))
+
+
+def _copy_peer(peer: Peer) -> Peer:
+    kept = Peer()
+    for name in _RESTORED:
+        setattr(kept, name, getattr(peer, name))
+    return kept
+
+
+def _restore_peer(peer: Peer, kept: Peer) -> None:
+    """What we knew of a member before a refused incarnation with its id spoke (its
+    liveness in the view, ``last_in_view``, went on meanwhile and is kept)."""
+    for name in _RESTORED:
+        setattr(peer, name, getattr(kept, name))

@@ -78,7 +78,7 @@ async def test_status_carries_health(one_node: LocalCluster) -> None:
     r = await asyncio.to_thread(amcast, "status", "-s", one_node.sockets[0], "--json",
                                 "--interval", "0")
     assert r.code == 0
-    assert json.loads(r.out)["health"] == {"ok": True, "problems": []}
+    assert json.loads(r.out)["health"] == {"ok": True, "problems": [], "warnings": []}
 
 
 async def test_a_stopping_daemon_names_undelivered_messages(short_dir: Path) -> None:

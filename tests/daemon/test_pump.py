@@ -362,7 +362,7 @@ async def test_health_turns_false_when_nothing_is_delivered_while_messages_wait(
     fake = FakeNode()
     c, d = await fake_daemon(make_cluster, fake, health={"stall_after_s": 5.0})
     raw = await Raw.open(c.socket(0))
-    assert d.health() == {"ok": True, "problems": []}
+    assert d.health() == {"ok": True, "problems": [], "warnings": []}
     raw.send({"t": "send", "id": 1, "groups": ["g"], "payloads": [b"a", b"b"]})
     await raw.sync(2)
     assert d.health()["ok"]  # pending, but not for long
@@ -378,7 +378,7 @@ async def test_health_turns_false_when_nothing_is_delivered_while_messages_wait(
     fake.deliver_submitted()
     d._request_pump()
     await raw.sync(4)
-    assert d.health() == {"ok": True, "problems": []}
+    assert d.health() == {"ok": True, "problems": [], "warnings": []}
 
 
 class RecordingNode(FakeNode):
@@ -438,3 +438,37 @@ async def test_a_pump_left_scheduled_at_shutdown_sends_nothing_on_closed_sockets
     await asyncio.sleep(0)
     assert fake.outbox == [b"late datagram"]  # not taken: nothing pumped
     assert not d.transport.send_errors
+
+
+class SilentMemberNode(FakeNode):
+    """A primary view holding node 1, last heard at ``heard_at`` (the daemon's clock;
+    ``None``: no peer yet): a view change that should have excluded it has not."""
+
+    heard_at: float | None = None
+
+    def peers(self) -> dict[int, dict[str, float | int | bool | None]]:
+        if self.heard_at is None:
+            return {}
+        return {1: {"last_heard": self.heard_at, "incarnation": 1, "alive": False,
+                    "in_view": True}}
+
+
+async def test_health_turns_false_while_a_silent_member_outlasts_a_view_change(
+    make_cluster: Any,
+) -> None:
+    """A coordinator whose view change cannot complete kept reporting its old view as
+    healthy; a member silent beyond suspicion plus a flush's deadlines is a problem."""
+    fake = SilentMemberNode()
+    _c, d = await fake_daemon(make_cluster, fake)
+    d.primary = True
+    assert d.health()["ok"]
+    cfg = d.node_config
+    limit = 2 * cfg.suspect_timeout + 4 * cfg.flush_timeout
+    fake.heard_at = d.now() - (limit - 0.1)  # suspected, and the view change has time yet
+    assert d.health()["ok"]
+    fake.heard_at = d.now() - (limit + 1.0)
+    health = d.health()
+    assert not health["ok"]
+    assert health["problems"][0].startswith(
+        f"view change overdue: view {d.view_id} still holds members not heard from "
+        f"(node 1 for {limit + 1.0:.1f} s)")

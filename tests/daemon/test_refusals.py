@@ -10,6 +10,7 @@ join the group refuses: its health says why first).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,44 @@ async def test_a_daemon_the_group_refuses_says_why_first(tmp_path: Path) -> None
             "the group refused this daemon's join: config_mismatch: rule: "), problems
         assert "rule: 'gltoto' (coordinator), 'lex' (refused daemon)" in problems[0], problems
         assert not two.primary and all(d.primary for d in daemons[:2])
+
+
+async def test_a_refused_duplicate_id_daemon_does_not_wedge_the_next_view_change(
+    tmp_path: Path,
+) -> None:
+    """The sequence an operator met: a fifth daemon started with node 2's id (its own
+    state dir, socket and logs) is refused and stopped; then node 3 stops. The view
+    change completes without node 3 (before, the impostor's incarnation had replaced
+    node 2's at the coordinator, whose view change then waited for ever), and the real
+    node 2 warns that another daemon claimed its id, healthy all the same."""
+    key = tmp_path / "authkey"
+    create(key)
+    sealed = {"key_file": str(key)}
+    group = loopback_group()
+    members = (0, 1, 2, 3)
+    daemons = [Daemon(group_config(tmp_path, n, group, members=members, security=sealed),
+                      environ={}) for n in members]
+    impostor_config = group_config(tmp_path / "impostor", 2, group, members=members,
+                                   security=sealed)
+    loop = asyncio.get_running_loop()
+
+    async def until(done: Callable[[], bool], what: str) -> None:
+        deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
+        while not done():
+            assert loop.time() < deadline, what
+            await asyncio.sleep(0.05)
+
+    async with running(daemons):
+        await until(lambda: all(d.primary and d.members == list(members) for d in daemons),
+                    "the first view")
+        impostor = Daemon(impostor_config, environ={})
+        async with running([impostor]):
+            await until(lambda: impostor.join_refused is not None, "the refusal")
+            assert impostor.join_refused.startswith("duplicate_node_id"), impostor.join_refused
+        three = daemons[3]
+        three.request_stop("test")
+        await until(lambda: all(d.members == [0, 1, 2] and d.health()["ok"]
+                                for d in daemons[:3]), "the view without node 3")
+        assert all(d.counters.drops.get("stale_incarnation", 0) == 0 for d in daemons[:3])
+        warnings = daemons[2].health()["warnings"]
+        assert warnings and warnings[0].startswith("another daemon claims this node's id 2")
