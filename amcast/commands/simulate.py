@@ -72,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--clock-faults", action="store_true",
                         help="a node whose wall clock is off for 2 to 20 suspect timeouts, "
                              "mostly beyond the replay window, per seed (membership)")
+    faults.add_argument("--impostor-faults", action="store_true",
+                        help="a second daemon started with a member's id, then stopped, "
+                             "often followed by a member's crash, per seed (membership)")
     faults.add_argument("--read-batching-ms", type=number(0, maximum=1000), default=0.0,
                         help="nodes read arrivals in batches as the daemon does, waking "
                              "within this many ms (faults and membership; 0: one by one)")
@@ -124,7 +127,8 @@ def run_membership(args: argparse.Namespace) -> int:
         seeds, n_range=(args.n_min, min(args.n_max, 16)), max_loss=args.max_loss,
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
         read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults,
-        deaf_faults=args.deaf_faults, clock_faults=args.clock_faults)
+        deaf_faults=args.deaf_faults, clock_faults=args.clock_faults,
+        impostor_faults=args.impostor_faults)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1
@@ -140,7 +144,8 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "messages": SWEEPS, "read_batching_ms": SWEEPS,
     "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
     "disk_faults": ("membership",), "deaf_faults": ("membership",),
-    "clock_faults": ("membership",), "jobs": ("membership",),
+    "clock_faults": ("membership",), "impostor_faults": ("membership",),
+    "jobs": ("membership",),
 }
 """The presets that read each option (``--seed``, ``--json`` and ``--quiet``: all)."""
 

@@ -139,10 +139,12 @@ class Peer:
     answered_in_hold: float = math.inf
     """When this member first sent it the view history its JOINs asked for during its
     current hold (``_renew_holds``)."""
+    heard: float = -math.inf
+    """Last datagram of any kind from the incarnation this record holds."""
     contender: int = -1
-    """A later incarnation refused while this one is a live member of our view (a
-    second daemon started with the same id, ``_refuse``): its datagrams are answered
-    with the refusal and change nothing here (-1: none)."""
+    """An incarnation refused as a second daemon with this node's id while the one this
+    record holds is live (``_refuse``, ``_on_refuse``): its datagrams are answered with
+    the refusal and change nothing here (-1: none)."""
     contender_reason: str = ""
     contender_detail: str = ""
     contender_heard: float = -math.inf
@@ -475,10 +477,10 @@ class MembershipLayer:
             if dg.incarnation > self.me.incarnation:
                 self._claimed(dg.incarnation, now)
             return  # our own echo, or a previous incarnation's datagram still in flight
-        self.detector.heard(sender, now)
         self._version += 1
         msg = dg.message
         if not self._listed(sender) and not isinstance(msg, Refuse):
+            self.detector.heard(sender, now)
             self._drop("not_listed", f"node {sender}")
             if self.coordinator(self.alive_members(now), now) == self.node_id:
                 self._refuse(sender, dg.incarnation, "not_listed",
@@ -488,14 +490,22 @@ class MembershipLayer:
         if peer is None:
             peer = self.peers[sender] = Peer()
             self._version += 1  # a new candidate for ``alive_members``
-        if peer.incarnation < dg.incarnation <= peer.contender:
+        # (neither a refused incarnation nor a stale one is a sign of the node's life)
+        if dg.incarnation == peer.contender:
             self._from_contender(sender, peer, dg.incarnation, msg, now)
             return
-        if dg.incarnation < peer.incarnation:
+        if dg.incarnation < peer.incarnation and not self._outlived(sender, peer, msg, now):
             self._drop("stale_incarnation", f"node {sender} incarnation {dg.incarnation}")
+            if isinstance(msg, Join) and not msg.leaving and self._live_member(sender, peer, now):
+                self._refuse(sender, dg.incarnation, "duplicate_node_id",
+                             f"node {sender} is a live member (incarnation "
+                             f"{peer.incarnation}); incarnation {dg.incarnation} claims the "
+                             "same id", now)
             return
-        if dg.incarnation > peer.incarnation:
+        self.detector.heard(sender, now)
+        if dg.incarnation != peer.incarnation:
             self._adopt(sender, peer, dg.incarnation)
+        peer.heard = now
         handler = _HANDLERS[type(msg)]
         handler(self, sender, dg.incarnation, msg, now)
         self.evaluate(now)
@@ -503,11 +513,9 @@ class MembershipLayer:
     def _adopt(self, node: int, peer: Peer, incarnation: int) -> None:
         """A later incarnation of ``node`` speaks: from now on it is the one we know
         (a restart), unless it turns out to be a second daemon with the id of a live
-        member (``_check_duplicate``): then ``_refuse`` restores the member's record
-        kept here."""
-        member = self.view.member(node) if self.view is not None else None
-        if member is not None and member.incarnation == peer.incarnation:
-            peer.incumbent = _copy_peer(peer)
+        one (``_check_duplicate``, or another member's ``Refuse``): then the record
+        kept here is restored (``_set_contender``)."""
+        peer.incumbent = _copy_peer(peer) if peer.incarnation >= 0 else None
         peer.incarnation = incarnation
         peer.joining_since = math.inf
         peer.held_back_until = -math.inf
@@ -515,6 +523,22 @@ class MembershipLayer:
         self._holding.discard(node)
         peer.refused = None
         peer.leaving = False
+
+    def _live_member(self, node: int, peer: Peer, now: float) -> bool:
+        """The incarnation ``peer`` holds is a member of our view, heard in it lately."""
+        member = self.view.member(node) if self.view is not None else None
+        return (member is not None and member.incarnation == peer.incarnation
+                and now - peer.last_in_view <= self.cfg.suspect_timeout)
+
+    def _outlived(self, node: int, peer: Peer, msg: Message, now: float) -> bool:
+        """An earlier incarnation asks to join (``JOIN``) while the later one we know is
+        gone and out of our view: two daemons with one id were started (the later one
+        was taken in, or not, and then stopped); the earlier one is live and may join.
+        Datagrams of a previous life still in flight come within moments of the
+        restart, not after its successor's silence."""
+        return (isinstance(msg, Join) and self._gone(peer, now)
+                and (self.view is None or self.view.member(node) is None
+                     or self.view.member(node).incarnation != peer.incarnation))
 
     def _from_contender(self, sender: int, peer: Peer, incarnation: int, msg: Message,
                         now: float) -> None:
@@ -550,36 +574,43 @@ class MembershipLayer:
         """Refuse ``node``'s incarnation; the coordinator tells it (and reports it).
 
         A later incarnation of a live member of our view (a second daemon with its id,
-        whatever the reason) never replaces it: the member's record is restored as it
-        was before that incarnation spoke, and the refused one becomes its *contender*,
-        whose datagrams change nothing (``_from_contender``) until the member is gone
-        (``_forget_contenders``)."""
+        whatever the reason) never replaces it: it becomes the member's *contender*
+        (``_set_contender``)."""
         self._version += 1
         peer = self.peers.setdefault(node, Peer())
         member = self.view.member(node) if self.view is not None else None
-        if member is not None and member.incarnation < incarnation and not self._gone(peer, now):
-            kept = peer.incumbent
-            if kept is not None and kept.incarnation == member.incarnation:
-                _restore_peer(peer, kept)
-            else:
-                peer.incarnation = member.incarnation
-                peer.joining_since = math.inf
-                peer.refused = None
-            peer.incumbent = None
-            peer.contender = max(peer.contender, incarnation)
-            peer.contender_reason = reason
-            peer.contender_detail = detail
-            peer.contender_heard = now
+        if (member is not None and member.incarnation != incarnation
+                and now - peer.last_in_view <= self.cfg.suspect_timeout):
+            self._set_contender(peer, incarnation, reason, detail, now)
         else:
             peer.incarnation = max(peer.incarnation, incarnation)
             peer.refused = reason
             peer.refused_detail = detail
         self._tell_refused(node, incarnation, reason, detail, now)
 
+    def _set_contender(self, peer: Peer, incarnation: int, reason: str, detail: str,
+                       now: float) -> None:
+        """``incarnation`` is a second daemon with the id of the live one ``peer``
+        knows (or knew before that incarnation spoke, ``_adopt``): the record is
+        restored, and that incarnation's datagrams change nothing from now on
+        (``_from_contender``) until the live one is gone (``_forget_contenders``). A
+        node that never heard the live one forgets the refused one and waits for it."""
+        self._version += 1
+        if peer.incarnation == incarnation:
+            kept = peer.incumbent
+            _restore_peer(peer, kept if kept is not None and kept.incarnation < incarnation
+                          else Peer())
+            peer.heard = now  # (the live one has a suspicion timeout to speak)
+        peer.incumbent = None
+        peer.contender = incarnation
+        peer.contender_reason = reason
+        peer.contender_detail = detail
+        peer.contender_heard = now
+
     def _gone(self, peer: Peer, now: float) -> bool:
-        """The member of our view with this record has been silent in the view for a
-        suspicion timeout: a later incarnation is its restart, not a contender."""
-        return now - peer.last_in_view > self.cfg.suspect_timeout
+        """The incarnation this record holds has been silent (in our view and outside)
+        for a suspicion timeout: a later incarnation is its restart, not a contender."""
+        return now - max(peer.last_in_view, peer.heard) > self.cfg.suspect_timeout
 
     def _tell_refused(self, node: int, incarnation: int, reason: str, detail: str,
                       now: float) -> None:
@@ -841,6 +872,13 @@ class MembershipLayer:
 
     def _on_refuse(self, sender: int, incarnation: int, msg: Refuse, now: float) -> None:
         if msg.target != self.me:
+            target = msg.target
+            peer = self.peers.get(target.node)
+            if (msg.reason == "duplicate_node_id" and target.node != self.node_id
+                    and peer is not None and target.incarnation != peer.contender):
+                # the group found a second daemon with that id: whichever of the two we
+                # took for that node, the refused one is not it
+                self._set_contender(peer, target.incarnation, msg.reason, msg.detail, now)
             return
         peer = self.peers[sender]
         key = f"refused:{msg.reason}:{msg.detail}"
@@ -1562,6 +1600,8 @@ def _ignore_closed(view_id: int, cut: dict[int, int] | None) -> None:
 _RESTORED = tuple(f for f in Peer.__slots__ if f not in (
     "last_in_view", "reported", "contender", "contender_reason", "contender_detail",
     "contender_heard", "incumbent"))
+"""What ``_set_contender`` restores of a record (its liveness in our view and what was
+reported of it go on)."""
 
 
 def _copy_peer(peer: Peer) -> Peer:

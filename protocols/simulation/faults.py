@@ -190,3 +190,38 @@ def clock_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     if rng.random() < 0.4:
         faults.append(Fault(at + rng.uniform(0.2, 0.8) * duration, "restart", (node,)))
     return faults
+
+
+IMPOSTOR_ENDPOINT = 1000
+"""The simulated endpoint of a second daemon claiming a member's id (``Cluster``)."""
+
+
+def impostor_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
+                        suspect_timeout: float = 0.8) -> tuple[int | None, list[Fault]]:
+    """A second daemon started with the node id of a member that ``plan`` leaves alone
+    (the id it claims is returned; ``None`` and no fault when ``plan`` touches them
+    all), somewhere in ``plan``'s span, that runs for 1 to 10 suspect timeouts and is
+    stopped; half the time another member then crashes (it restarts three times in
+    four): the sequence that once wedged a cluster, the view change after a refused
+    daemon. (A member that is itself away, crashed, paused or cut off, while a daemon
+    with its id starts may find that one taken in for it; that takeover is not what
+    this plan checks.)"""
+    end = max((f.at + f.duration for f in plan), default=0.5)
+    touched = {i for f in plan for i in f.nodes} | {
+        i for f in plan for g in f.groups for i in g}
+    steady = [i for i in range(n) if i not in touched]
+    if not steady:
+        return None, []
+    claimed = rng.choice(steady)
+    at = rng.uniform(0.3, max(0.5, end))
+    stop = at + rng.uniform(1.0, 10.0) * suspect_timeout
+    faults = [Fault(at, "start", (IMPOSTOR_ENDPOINT,)), Fault(stop, "crash", (IMPOSTOR_ENDPOINT,))]
+    others = [i for i in range(n) if i != claimed]
+    if others and rng.random() < 0.5:
+        victim = rng.choice(others)
+        crash = stop + rng.uniform(0.2, 3.0) * suspect_timeout
+        faults.append(Fault(crash, "crash", (victim,)))
+        if rng.random() < 0.75:
+            faults.append(Fault(crash + rng.uniform(1.0, 5.0) * suspect_timeout, "start",
+                                (victim,)))
+    return claimed, faults

@@ -24,10 +24,12 @@ from typing import Any
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload, batching_title
 from amcast.protocols.simulation.faults import (
+    IMPOSTOR_ENDPOINT,
     Fault,
     clock_fault_plan,
     deaf_fault_plan,
     disk_fault_plan,
+    impostor_fault_plan,
     random_plan,
 )
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
@@ -45,14 +47,19 @@ class MembershipPoint:
     loss: float
     rule: str
     plan: tuple[Fault, ...]
+    claimed: int | None = None
+    """The node id a second daemon claims (``impostor_faults``); ``None``: none does."""
 
 
 def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
                      max_loss: float = 0.2, faults: int | None = None,
                      kinds: Sequence[str] | None = None,
                      disk_faults: bool = False, deaf_faults: bool = False,
-                     clock_faults: bool = False) -> MembershipPoint:
-    """``disk_faults`` adds a full disk at one node (``faults.disk_fault_plan``),
+                     clock_faults: bool = False,
+                     impostor_faults: bool = False) -> MembershipPoint:
+    """``impostor_faults`` adds a second daemon with a member's id, started and
+    stopped (``faults.impostor_fault_plan``), ``disk_faults`` a full disk at one node
+    (``faults.disk_fault_plan``),
     ``deaf_faults`` a node that hears nothing but is heard (``faults.deaf_fault_plan``),
     ``clock_faults`` a node whose clock is off for a while (``faults.clock_fault_plan``),
     each drawn from a stream of its own: the rest of the seed's plan stays what it was
@@ -69,7 +76,11 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
         plan += deaf_fault_plan(random.Random(seed * 6133 + 5), n, plan)
     if clock_faults:
         plan += clock_fault_plan(random.Random(seed * 4597 + 9), n, plan)
-    return MembershipPoint(seed, n, loss, rule, tuple(plan))
+    claimed = None
+    if impostor_faults:
+        claimed, more = impostor_fault_plan(random.Random(seed * 3911 + 13), n, plan)
+        plan += more
+    return MembershipPoint(seed, n, loss, rule, tuple(plan), claimed)
 
 
 def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
@@ -82,10 +93,14 @@ def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
     net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
     # a clock step needs a wall clock to step: Unix time, as the daemon's (incarnations
     # then start there too); other seeds keep the clock at 0, as ever
-    stepped = any(f.kind == "clock_step" for f in point.plan)
+    # (an impostor's incarnation, too, comes from the wall clock, as in the daemon: two
+    # daemons started at different times differ)
+    stepped = any(f.kind == "clock_step" for f in point.plan) or point.claimed is not None
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
                       bootstrap="join", read_batching=read_batching,
-                      wall_clock=WALL_CLOCK if stepped else None)
+                      wall_clock=WALL_CLOCK if stepped else None,
+                      impostors=({IMPOSTOR_ENDPOINT: point.claimed}
+                                 if point.claimed is not None else None))
     for fault in point.plan:
         cluster.schedule(fault)
     workload = Workload(messages_per_node=messages_per_node, interval=interval)
@@ -107,10 +122,10 @@ class SeedOutcome:
 def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
                  messages_per_node: int = 40, read_batching: float = 0.0,
                  disk_faults: bool = False, deaf_faults: bool = False,
-                 clock_faults: bool = False) -> SeedOutcome:
+                 clock_faults: bool = False, impostor_faults: bool = False) -> SeedOutcome:
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
                              disk_faults=disk_faults, deaf_faults=deaf_faults,
-                             clock_faults=clock_faults)
+                             clock_faults=clock_faults, impostor_faults=impostor_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
                                   read_batching=read_batching)
     totals: Counter[str] = Counter()
@@ -126,7 +141,8 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
     totals["held back"] += result.drops.get("state_unwritable", 0)
     totals["refused for their send time"] += (result.drops.get("stale", 0)
                                               + result.drops.get("future", 0))
-    if deaf_faults:  # its fault is the plan's last (``membership_point``)
+    totals["refused as a duplicate id"] += result.drops.get("refused_incarnation", 0)
+    if deaf_faults and not impostor_faults:  # its fault is the plan's last
         totals["deaf views"] += views_during(result, point.plan[-1])
     plan = "; ".join(f.describe() for f in point.plan)
     bad = tuple(
@@ -149,7 +165,7 @@ def views_during(result: RunResult, fault: Fault) -> int:
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
               max_loss: float = 0.2, read_batching: float = 0.0,
               disk_faults: bool = False, deaf_faults: bool = False,
-              clock_faults: bool = False) -> dict:
+              clock_faults: bool = False, impostor_faults: bool = False) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -167,7 +183,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                  + batching_title(read_batching)
                  + (", a full disk at one node per seed" if disk_faults else "")
                  + (", a node that hears nothing but is heard per seed" if deaf_faults else "")
-                 + (", a node whose clock is off for a while per seed" if clock_faults else ""),
+                 + (", a node whose clock is off for a while per seed" if clock_faults else "")
+                 + (", a second daemon with a member's id per seed" if impostor_faults else ""),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -185,6 +202,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                if deaf_faults else {}),
             **({"datagrams refused for their send time": totals["refused for their send time"]}
                if clock_faults else {}),
+            **({"datagrams of a daemon refused as a duplicate id":
+                totals["refused as a duplicate id"]} if impostor_faults else {}),
             "copies lost": totals["lost copies"],
         },
         "notes": failures[:50] or [
@@ -210,12 +229,13 @@ def run_membership_sweep(
     disk_faults: bool = False,
     deaf_faults: bool = False,
     clock_faults: bool = False,
+    impostor_faults: bool = False,
 ) -> dict:
     """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
     one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
                             messages_per_node=messages_per_node, read_batching=read_batching,
                             disk_faults=disk_faults, deaf_faults=deaf_faults,
-                            clock_faults=clock_faults)
+                            clock_faults=clock_faults, impostor_faults=impostor_faults)
     seeds = list(seeds)
     outcomes: list[SeedOutcome] = []
     step = max(1, len(seeds) // 50)
@@ -239,4 +259,5 @@ def run_membership_sweep(
                 note(k, o)
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
                      read_batching=read_batching, disk_faults=disk_faults,
-                     deaf_faults=deaf_faults, clock_faults=clock_faults)
+                     deaf_faults=deaf_faults, clock_faults=clock_faults,
+                     impostor_faults=impostor_faults)
