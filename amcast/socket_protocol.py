@@ -92,7 +92,11 @@ ERROR_CODES: dict[str, str] = {
     "message_too_large": "a payload exceeds max_message_bytes (no message of the frame is sent)",
     "too_many_groups": "more than max_groups groups joined or addressed",
     "overloaded": "the daemon could not take the frame; none of its messages was sent",
-    "too_many_clients": "max_clients clients are connected (fatal)",
+    "too_many_clients": "max_clients clients have said hello (fatal, answers a hello)",
+    "too_many_pending_hellos": (
+        "api.max_pending_hellos connections were waiting for their hello and this one was "
+        "closed to make room for a newer one (fatal)"
+    ),
     "slow_reader": "deliveries unread past the hard limit (fatal)",
     "hello_timeout": "no hello within api.hello_timeout_s of connecting (fatal)",
     "frame_timeout": (

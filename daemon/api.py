@@ -4,8 +4,8 @@ Theory of operation (the protocol itself is ``docs/api.md``): one ``ClientConnec
 (an asyncio ``Protocol``) per connected application. Bytes go through a bounded
 ``FrameDecoder``; each frame is dispatched by its type. Frames that break the rules get
 an ``error`` frame with a code (``ClientError`` in ``amcast.protocols.errors``) and the
-connection is kept where the stream is still in sync; only a missing ``hello``, a wrong
-version or a slow reader close it.
+connection is kept where the stream is still in sync; only a missing or bad ``hello``,
+a wrong version or a slow reader close it.
 
 Deliveries (``ApiServer.deliver``) are grouped per client and per vertex: a client gets
 *one* ``deliver`` frame per delivered vertex holding every envelope addressed to one of
@@ -43,8 +43,17 @@ group the ``[access]`` policy denies it is refused whole with ``forbidden`` (cou
 connection with the number of denials not logged), and the connection goes on.
 ``ApiServer.access`` is replaced on reload; groups already joined are kept.
 
+Connection slots: a connection that has not said ``hello`` is *pending*; pending
+connections are a pool of their own, ``api.max_pending_hellos``, and only a greeted
+client takes one of ``api.max_clients`` (``ApiServer.admit``, ``greet``). When the pool
+is full a new connection is still taken and the oldest pending one without a complete
+frame waiting goes (``too_many_pending_hellos``), so connections that never say hello,
+however many and however often reopened, cannot keep a client that does from being
+served.
+
 Bounds on what a client can hold (resource abuse): a connection without ``hello`` gets
-``hello_timeout`` after ``api.hello_timeout_s``; a frame that was started (its length
+``hello_timeout`` after ``api.hello_timeout_s`` (and any error before its hello is
+fatal); a frame that was started (its length
 prefix or part of its body read) must be complete within ``api.frame_timeout_s`` of the
 last complete frame or of its first byte (time while the daemon is not reading the
 client does not count), or the client gets ``frame_timeout`` and is disconnected
@@ -71,12 +80,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import grp
+import itertools
 import math
 import os
 import resource
 import socket
 import stat
+import struct
+import termios
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -159,16 +172,23 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         cfg = self.server.config
         transport.set_write_buffer_limits(high=cfg.client_queue_high_bytes)
-        if len(self.server.clients) >= cfg.max_clients:
-            self.fail("too_many_clients", f"max_clients = {cfg.max_clients}", fatal=True)
-            return
-        self.server.clients[self.id] = self
+        self.server.admit(self)
         self.peer = peer_identity(transport.get_extra_info("socket"))
         if self.server.sends_paused:
             self._pause("window")
-        # a connection that never says hello would hold one of max_clients for ever
+        # a connection that never says hello would hold a pending slot for ever
         self._hello_timer = asyncio.get_running_loop().call_later(
             cfg.hello_timeout_s, self._hello_overdue)
+
+    def hello_waiting(self) -> bool:
+        """Whether a whole frame (its hello, presumably) waits unread in this connection's
+        socket while the daemon holds none of it: then the connection is about to be
+        served, not idle (``ApiServer.pending_victim``). ``False`` where the transport
+        has no socket to look at."""
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        if sock is None or self._decoder.buffered:
+            return False
+        return complete_frame_waiting(sock.fileno())
 
     def _cancel_hello_timer(self) -> None:
         if self._hello_timer is not None:
@@ -210,7 +230,8 @@ class ClientConnection(asyncio.Protocol):
                 break
             handled = True
             if isinstance(item, sp.FrameError):
-                self.fail(item.code, item.detail)
+                # before hello the stream is not a client's yet: nothing to keep it for
+                self.fail(item.code, item.detail, fatal=not self.greeted)
                 continue
             try:
                 self._dispatch(item)
@@ -345,31 +366,36 @@ class ClientConnection(asyncio.Protocol):
     # ---- frames --------------------------------------------------------------------
     def _dispatch(self, frame: dict[str, Any]) -> None:
         kind = frame["t"]
-        ref = frame.get("id")
         if not self.greeted:
-            if kind != "hello":
-                self.fail("hello_required", "the first frame must be hello", fatal=True)
-                return
-            version = frame.get("v")
-            if version != sp.PROTOCOL_VERSION:
-                self.fail(
-                    "unsupported_version",
-                    f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {version!r}",
-                    fatal=True,
-                )
-                return
-            name = frame.get("name", "")
-            self.name = name if isinstance(name, str) else ""
-            self.greeted = True
-            self._cancel_hello_timer()
-            self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
-                        **self.server.backend.welcome()})
+            self._on_hello(frame)
             return
+        ref = frame.get("id")
         handler = _HANDLERS.get(kind)
         if handler is None:
             self.fail("unknown_type", f"unknown frame type {kind!r}", ref=ref)
             return
         handler(self, frame, ref)
+
+    def _on_hello(self, frame: dict[str, Any]) -> None:
+        """The first frame: a valid ``hello`` greets the connection, anything else closes
+        it (a connection that never says a valid hello must not hold a slot)."""
+        if frame["t"] != "hello":
+            self.fail("hello_required", "the first frame must be hello", fatal=True)
+            return
+        version = frame.get("v")
+        if version != sp.PROTOCOL_VERSION:
+            self.fail("unsupported_version",
+                      f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {version!r}",
+                      fatal=True)
+            return
+        if not self.server.greet(self):
+            return
+        name = frame.get("name", "")
+        self.name = name if isinstance(name, str) else ""
+        self.greeted = True
+        self._cancel_hello_timer()
+        self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
+                    **self.server.backend.welcome()})
 
     def _groups_field(self, frame: dict[str, Any], ref: Any) -> list[str] | None:
         cfg = self.server.config
@@ -513,6 +539,28 @@ _REFUSED = {
 }
 
 
+def complete_frame_waiting(fd: int) -> bool:
+    """Whether the socket ``fd``'s receive queue starts with a whole frame (its length
+    prefix and that many bytes), read without taking anything from it: ``FIONREAD`` for
+    what is queued, a ``MSG_PEEK`` of the prefix for what the frame needs. ``False``
+    for a closed socket (``fd`` -1) or one that cannot be looked at."""
+    if fd < 0:
+        return False
+    try:
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+        if queued < sp.PREFIX.size:
+            return False
+        peek = socket.socket(fileno=fd)
+        try:
+            prefix = peek.recv(sp.PREFIX.size, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        finally:
+            peek.detach()  # the descriptor stays the transport's
+    except OSError:
+        return False
+    return len(prefix) == sp.PREFIX.size and queued >= sp.PREFIX.size + \
+        sp.PREFIX.unpack(prefix)[0]
+
+
 def listen_backlog(max_clients: int) -> int:
     """Connections the kernel queues before the daemon accepts them: room for a burst
     of ``max_clients`` (a unix socket's connect fails with EAGAIN past it), at least
@@ -520,15 +568,23 @@ def listen_backlog(max_clients: int) -> int:
     return max(100, min(max_clients, socket.SOMAXCONN))
 
 
+PENDING_SCAN = 32
+"""Pending connections ``ApiServer.pending_victim`` looks at, oldest first, for one
+without a whole frame waiting. Bounded: in a burst of connections that all have their
+hello waiting, looking at the whole pool for each new one would cost its size squared in
+system calls; and a connection with a whole frame waiting leaves the pool as soon as the
+daemon reads it, so many of them are only ever the newest ones."""
+
 FD_MARGIN = 64
 """Descriptors the daemon needs besides its clients (sockets, logs, metrics, pidfds)."""
 
 
-def ensure_fd_limit(max_clients: int) -> int:
-    """Raise the soft ``RLIMIT_NOFILE`` to what ``max_clients`` connections need (plus
-    ``FD_MARGIN``), up to the hard limit; log a warning when even that is too low (a
-    connection past it is refused by the kernel, not served). Returns the soft limit."""
-    need = max_clients + FD_MARGIN
+def ensure_fd_limit(connections: int) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to what ``connections`` clients need (plus
+    ``FD_MARGIN``; the daemon passes ``max_clients`` + ``max_pending_hellos``), up to
+    the hard limit; log a warning when even that is too low (a connection past it is
+    refused by the kernel, not served). Returns the soft limit."""
+    need = connections + FD_MARGIN
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
         target = need if hard == resource.RLIM_INFINITY else min(need, hard)
@@ -536,8 +592,9 @@ def ensure_fd_limit(max_clients: int) -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
             soft = target
         if soft < need:
-            log.warning("file descriptor limit too low for api.max_clients: raise "
-                        "LimitNOFILE (systemd) or ulimit -n", max_clients=max_clients,
+            log.warning("file descriptor limit too low for api.max_clients + "
+                        "api.max_pending_hellos: raise LimitNOFILE (systemd) or ulimit -n",
+                        connections=connections,
                         soft_limit=soft, hard_limit=hard, needed=need)
     return soft
 
@@ -616,6 +673,10 @@ class ApiServer:
         self.access = AccessPolicy() if access is None else access
         """Who may join and send where (``amcast.daemon.access``); replaced on reload."""
         self.clients: dict[int, ClientConnection] = {}
+        """Every open connection, greeted or not (flow control and timeouts apply to all)."""
+        self.pending: dict[int, ClientConnection] = {}
+        """The connections of ``clients`` that have not said hello yet, oldest first: a
+        pool of their own (``admit``), so that they never take a greeted client's slot."""
         self.members_of: dict[str, set[int]] = {}
         self.sends_paused = False
         self._next_id = 1
@@ -666,7 +727,56 @@ class ApiServer:
         self._next_id += 1
         return conn
 
+    # ---- connection slots ----------------------------------------------------------
+    def admit(self, conn: ClientConnection) -> None:
+        """Take a new connection into the pending pool (it has not said hello).
+
+        Connections that have not said hello are bounded on their own, by
+        ``api.max_pending_hellos``, and never count against ``max_clients``: however many
+        connect and stay silent, a client that says hello finds its slot. When the pool
+        is full the new connection is taken and an older one goes, with the fatal error
+        ``too_many_pending_hellos`` (``pending_victim`` says which). Refusing the new one
+        instead would let a flood of silent connections, reopened as they close, lock
+        every newcomer out, honest ones included (the newest connection is the one most
+        likely to be a client that is about to say hello)."""
+        limit = self.config.max_pending_hellos
+        while len(self.pending) >= limit:
+            victim = self.pending_victim()
+            self.pending.pop(victim.id, None)  # even if failing it cannot forget it
+            victim.fail("too_many_pending_hellos",
+                        f"{limit} connections were waiting for their hello "
+                        "(api.max_pending_hellos); this one, among the oldest that had "
+                        "not sent one, was closed for a newer one", fatal=True)
+        self.clients[conn.id] = conn
+        self.pending[conn.id] = conn
+
+    def pending_victim(self) -> ClientConnection:
+        """The pending connection to close for a new one: the oldest that has no
+        complete frame waiting to be read, else the oldest. One whose hello already
+        waits in its socket (a burst of clients connecting at once: the daemon accepts
+        them all before it reads any) is served in the next turn of the event loop; a
+        silent one, or one that sent part of a frame and stopped, is what an abuser
+        holds. Under a flood of silent connections the first one looked at is the one;
+        at most ``PENDING_SCAN`` are looked at (each look is a few system calls)."""
+        for conn in itertools.islice(self.pending.values(), PENDING_SCAN):
+            if not conn.hello_waiting():
+                return conn
+        return next(iter(self.pending.values()))
+
+    def greet(self, conn: ClientConnection) -> bool:
+        """Move a connection that said a valid hello from the pending pool to the
+        ``max_clients`` greeted ones; if those are all taken, refuse it with the fatal
+        ``too_many_clients`` (``False``)."""
+        cfg = self.config
+        if len(self.clients) - len(self.pending) >= cfg.max_clients:
+            conn.fail("too_many_clients", f"max_clients = {cfg.max_clients} clients have "
+                      "said hello (api.max_clients)", fatal=True)
+            return False
+        self.pending.pop(conn.id, None)
+        return True
+
     def forget(self, conn: ClientConnection) -> None:
+        self.pending.pop(conn.id, None)
         if self.behind.pop(conn.id, None) is not None and not self.behind:
             self.backend.flow_hold(False)
         if self.clients.pop(conn.id, None) is None:
