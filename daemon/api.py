@@ -49,7 +49,8 @@ client takes one of ``api.max_clients`` (``ApiServer.admit``, ``greet``). When t
 is full a new connection is still taken and the oldest pending one without a complete
 frame waiting goes (``too_many_pending_hellos``), so connections that never say hello,
 however many and however often reopened, cannot keep a client that does from being
-served.
+served. Every frame's fields are checked for type and range before it is acted on
+(``bad_field``, naming the field; fatal for ``hello``).
 
 Bounds on what a client can hold (resource abuse): a connection without ``hello`` gets
 ``hello_timeout`` after ``api.hello_timeout_s`` (and any error before its hello is
@@ -369,12 +370,24 @@ class ClientConnection(asyncio.Protocol):
         if not self.greeted:
             self._on_hello(frame)
             return
-        ref = frame.get("id")
         handler = _HANDLERS.get(kind)
         if handler is None:
-            self.fail("unknown_type", f"unknown frame type {kind!r}", ref=ref)
+            ref = frame.get("id")
+            self.fail("unknown_type", f"unknown frame type {kind!r}",
+                      ref=ref if _request_id_problem(kind, ref) is None else None)
             return
-        handler(self, frame, ref)
+        problem = _request_id_problem(kind, frame.get("id"))
+        if problem is not None:
+            self.bad_field(kind, "id", problem, None)  # no id to echo: it is the bad field
+            return
+        handler(self, frame, frame.get("id"))
+
+    def bad_field(self, kind: str, field: str, problem: str, ref: int | None, *,
+                  fatal: bool = False) -> None:
+        """Refuse a frame for one of its fields: the ``error`` names the field twice, in
+        ``detail`` for people and in ``field`` for programs (which ignore unknown keys)."""
+        self.fail("bad_field", f"{kind}.{field} {problem}", ref=ref, fatal=fatal,
+                  extra={"field": field})
 
     def _on_hello(self, frame: dict[str, Any]) -> None:
         """The first frame: a valid ``hello`` greets the connection, anything else closes
@@ -382,16 +395,18 @@ class ClientConnection(asyncio.Protocol):
         if frame["t"] != "hello":
             self.fail("hello_required", "the first frame must be hello", fatal=True)
             return
-        version = frame.get("v")
-        if version != sp.PROTOCOL_VERSION:
+        field, problem = _hello_problem(frame)
+        if field is not None:
+            self.bad_field("hello", field, problem, None, fatal=True)
+            return
+        if frame["v"] != sp.PROTOCOL_VERSION:
             self.fail("unsupported_version",
-                      f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {version!r}",
+                      f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {frame['v']!r}",
                       fatal=True)
             return
         if not self.server.greet(self):
             return
-        name = frame.get("name", "")
-        self.name = name if isinstance(name, str) else ""
+        self.name = frame.get("name", "")
         self.greeted = True
         self._cancel_hello_timer()
         self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
@@ -399,6 +414,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _groups_field(self, frame: dict[str, Any], ref: Any) -> list[str] | None:
         cfg = self.server.config
+        kind = frame["t"]
         groups = frame.get("groups")
         if isinstance(groups, str):
             groups = [groups]
@@ -407,14 +423,15 @@ class ClientConnection(asyncio.Protocol):
             or not groups
             or not all(isinstance(g, str) and g for g in groups)
         ):
-            self.fail("bad_field", "groups must be a non-empty list of non-empty strings", ref=ref)
+            self.bad_field(kind, "groups", "must be a non-empty list of non-empty strings "
+                           "(or one string)", ref)
             return None
         if len(groups) > cfg.max_groups:
             self.fail("too_many_groups", f"at most {cfg.max_groups} groups", ref=ref)
             return None
         if any(len(g.encode()) > cfg.max_group_name_bytes for g in groups):
-            self.fail("bad_field", f"group names are at most {cfg.max_group_name_bytes} bytes",
-                      ref=ref)
+            self.bad_field(kind, "groups", f"names are at most {cfg.max_group_name_bytes} "
+                           "bytes (api.max_group_name_bytes)", ref)
             return None
         return groups
 
@@ -460,7 +477,7 @@ class ClientConnection(asyncio.Protocol):
             return
         watch = frame.get("members", False)
         if type(watch) is not bool:
-            self.fail("bad_field", "members must be a boolean", ref=ref)
+            self.bad_field("join", "members", "must be a boolean", ref)
             return
         if len(self.groups | set(groups)) > self.server.config.max_groups:
             self.fail("too_many_groups", f"at most {self.server.config.max_groups} groups",
@@ -486,14 +503,16 @@ class ClientConnection(asyncio.Protocol):
             self.fail("bad_service", f"service must be one of {', '.join(sp.SERVICES)}", ref=ref)
             return
         payloads = frame.get("payloads")
+        field = "payloads"
         if payloads is None and "payload" in frame:
-            payloads = [frame["payload"]]
+            payloads, field = [frame["payload"]], "payload"
         if (
             not isinstance(payloads, list)
             or not payloads
             or not all(type(p) is bytes for p in payloads)
         ):
-            self.fail("bad_field", "payloads must be a non-empty list of bin", ref=ref)
+            self.bad_field("send", field, "must be a non-empty list of bin" if field ==
+                           "payloads" else "must be bin", ref)
             return
         if max(map(len, payloads)) > cfg.max_message_bytes:
             self.fail("message_too_large",
@@ -520,6 +539,43 @@ class ClientConnection(asyncio.Protocol):
         peer = self.peer.info() if self.peer is not None else dict.fromkeys(PEER_FIELDS)
         return {"client": self.id, "name": self.name, "groups": sorted(self.groups),
                 "queued_bytes": self.queued_bytes, "paused": sorted(self._paused_by), **peer}
+
+
+def _request_id_problem(kind: str, ref: Any) -> str | None:
+    """Why ``ref`` is not a valid ``id`` for a ``kind`` frame (``None``: it is, or there
+    is none). A signed 64-bit integer (``sp.MIN_REQUEST_ID``..``sp.MAX_REQUEST_ID``), so
+    that echoing it never hands a client a number its msgpack library cannot decode into
+    a native integer; a ``send``'s id numbers messages and is never negative. ``bool`` is
+    not an integer here, though Python says it is."""
+    if ref is None:
+        return None
+    low = 0 if kind == "send" else sp.MIN_REQUEST_ID
+    if type(ref) is not int or not low <= ref <= sp.MAX_REQUEST_ID:
+        bounds = "0..2^63-1" if low == 0 else "-2^63..2^63-1"
+        return f"must be an integer in {bounds}, not {_shown(ref)}"
+    return None
+
+
+def _hello_problem(frame: dict[str, Any]) -> tuple[str | None, str]:
+    """The first bad field of a ``hello`` and why (``(None, "")``: none is). A ``v``
+    that is an integer but not ours is ``unsupported_version``, not a bad field."""
+    problem = _request_id_problem("hello", frame.get("id"))
+    if problem is not None:
+        return "id", problem
+    if type(frame.get("v")) is not int:
+        return "v", f"must be an integer, the protocol version, not {_shown(frame.get('v'))}"
+    name = frame.get("name", "")
+    if type(name) is not str:
+        return "name", f"must be a string, not {_shown(name)}"
+    if len(name.encode()) > sp.MAX_CLIENT_NAME_BYTES:
+        return "name", f"is at most {sp.MAX_CLIENT_NAME_BYTES} bytes (UTF-8)"
+    return None, ""
+
+
+def _shown(value: Any) -> str:
+    """A bad value for an error's detail, cut short: the value may be a megabyte."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 _HANDLERS: dict[str, Callable[[ClientConnection, dict[str, Any], Any], None]] = {
