@@ -88,12 +88,19 @@ ERROR_CODES: dict[str, str] = {
     "frame_too_large": "the length prefix exceeds max_frame_bytes (the frame is skipped)",
     "truncated_frame": "the client closed its sending side in the middle of a frame (fatal)",
     "unknown_type": "t names no request",
-    "bad_field": "a field is missing or has the wrong type",
+    "bad_field": (
+        "a field is missing, has the wrong type or is out of its range (the error's field "
+        "names it; fatal for hello)"
+    ),
     "bad_service": "service is not causal, agreed or safe",
     "message_too_large": "a payload exceeds max_message_bytes (no message of the frame is sent)",
     "too_many_groups": "more than max_groups groups joined or addressed",
     "overloaded": "the daemon could not take the frame; none of its messages was sent",
-    "too_many_clients": "max_clients clients are connected (fatal)",
+    "too_many_clients": "max_clients clients have said hello (fatal, answers a hello)",
+    "too_many_pending_hellos": (
+        "api.max_pending_hellos connections were waiting for their hello and this one was "
+        "closed to make room for a newer one (fatal)"
+    ),
     "slow_reader": "deliveries unread past the hard limit (fatal)",
     "hello_timeout": "no hello within api.hello_timeout_s of connecting (fatal)",
     "frame_timeout": (
@@ -119,6 +126,15 @@ REFUSAL_CODES = (
 """Codes of an ``error`` frame refusing a ``send`` frame (none of its messages was sent)."""
 
 PROTOCOL_VERSION = 1
+MIN_REQUEST_ID = -(2**63)
+MAX_REQUEST_ID = 2**63 - 1
+"""A request's ``id`` is a signed 64-bit integer: every msgpack library decodes that to a
+native integer, so a client in any language can match the echoed id; a ``send`` frame's
+id is a message number, ``0..MAX_REQUEST_ID`` (the Python client's other requests use
+negative ids, so the two never collide)."""
+MAX_CLIENT_NAME_BYTES = 256
+"""Longest ``hello`` name (UTF-8 bytes): every ``status`` reply lists every client's name,
+so a name as large as a frame would make each reply that much larger per client."""
 PREFIX = struct.Struct(">I")
 DEFAULT_MAX_FRAME_BYTES = 1 << 20
 

@@ -4,8 +4,8 @@ Theory of operation (the protocol itself is ``docs/api.md``): one ``ClientConnec
 (an asyncio ``Protocol``) per connected application. Bytes go through a bounded
 ``FrameDecoder``; each frame is dispatched by its type. Frames that break the rules get
 an ``error`` frame with a code (``ClientError`` in ``amcast.protocols.errors``) and the
-connection is kept where the stream is still in sync; only a missing ``hello``, a wrong
-version or a slow reader close it.
+connection is kept where the stream is still in sync; only a missing or bad ``hello``,
+a wrong version or a slow reader close it.
 
 Deliveries (``ApiServer.deliver``) are grouped per client and per vertex: a client gets
 *one* ``deliver`` frame per delivered vertex holding every envelope addressed to one of
@@ -43,8 +43,18 @@ group the ``[access]`` policy denies it is refused whole with ``forbidden`` (cou
 connection with the number of denials not logged), and the connection goes on.
 ``ApiServer.access`` is replaced on reload; groups already joined are kept.
 
+Connection slots: a connection that has not said ``hello`` is *pending*; pending
+connections are a pool of their own, ``api.max_pending_hellos``, and only a greeted
+client takes one of ``api.max_clients`` (``ApiServer.admit``, ``greet``). When the pool
+is full a new connection is still taken and the oldest pending one without a complete
+frame waiting goes (``too_many_pending_hellos``), so connections that never say hello,
+however many and however often reopened, cannot keep a client that does from being
+served. Every frame's fields are checked for type and range before it is acted on
+(``bad_field``, naming the field; fatal for ``hello``).
+
 Bounds on what a client can hold (resource abuse): a connection without ``hello`` gets
-``hello_timeout`` after ``api.hello_timeout_s``; a frame that was started (its length
+``hello_timeout`` after ``api.hello_timeout_s`` (and any error before its hello is
+fatal); a frame that was started (its length
 prefix or part of its body read) must be complete within ``api.frame_timeout_s`` of the
 last complete frame or of its first byte (time while the daemon is not reading the
 client does not count), or the client gets ``frame_timeout`` and is disconnected
@@ -71,12 +81,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import grp
+import itertools
 import math
 import os
 import resource
 import socket
 import stat
+import struct
+import termios
 import time
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -159,16 +173,23 @@ class ClientConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         cfg = self.server.config
         transport.set_write_buffer_limits(high=cfg.client_queue_high_bytes)
-        if len(self.server.clients) >= cfg.max_clients:
-            self.fail("too_many_clients", f"max_clients = {cfg.max_clients}", fatal=True)
-            return
-        self.server.clients[self.id] = self
+        self.server.admit(self)
         self.peer = peer_identity(transport.get_extra_info("socket"))
         if self.server.sends_paused:
             self._pause("window")
-        # a connection that never says hello would hold one of max_clients for ever
+        # a connection that never says hello would hold a pending slot for ever
         self._hello_timer = asyncio.get_running_loop().call_later(
             cfg.hello_timeout_s, self._hello_overdue)
+
+    def hello_waiting(self) -> bool:
+        """Whether a whole frame (its hello, presumably) waits unread in this connection's
+        socket while the daemon holds none of it: then the connection is about to be
+        served, not idle (``ApiServer.pending_victim``). ``False`` where the transport
+        has no socket to look at."""
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        if sock is None or self._decoder.buffered:
+            return False
+        return complete_frame_waiting(sock.fileno())
 
     def _cancel_hello_timer(self) -> None:
         if self._hello_timer is not None:
@@ -210,7 +231,8 @@ class ClientConnection(asyncio.Protocol):
                 break
             handled = True
             if isinstance(item, sp.FrameError):
-                self.fail(item.code, item.detail)
+                # before hello the stream is not a client's yet: nothing to keep it for
+                self.fail(item.code, item.detail, fatal=not self.greeted)
                 continue
             try:
                 self._dispatch(item)
@@ -345,34 +367,54 @@ class ClientConnection(asyncio.Protocol):
     # ---- frames --------------------------------------------------------------------
     def _dispatch(self, frame: dict[str, Any]) -> None:
         kind = frame["t"]
-        ref = frame.get("id")
         if not self.greeted:
-            if kind != "hello":
-                self.fail("hello_required", "the first frame must be hello", fatal=True)
-                return
-            version = frame.get("v")
-            if version != sp.PROTOCOL_VERSION:
-                self.fail(
-                    "unsupported_version",
-                    f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {version!r}",
-                    fatal=True,
-                )
-                return
-            name = frame.get("name", "")
-            self.name = name if isinstance(name, str) else ""
-            self.greeted = True
-            self._cancel_hello_timer()
-            self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
-                        **self.server.backend.welcome()})
+            self._on_hello(frame)
             return
         handler = _HANDLERS.get(kind)
         if handler is None:
-            self.fail("unknown_type", f"unknown frame type {kind!r}", ref=ref)
+            ref = frame.get("id")
+            self.fail("unknown_type", f"unknown frame type {kind!r}",
+                      ref=ref if _request_id_problem(kind, ref) is None else None)
             return
-        handler(self, frame, ref)
+        problem = _request_id_problem(kind, frame.get("id"))
+        if problem is not None:
+            self.bad_field(kind, "id", problem, None)  # no id to echo: it is the bad field
+            return
+        handler(self, frame, frame.get("id"))
+
+    def bad_field(self, kind: str, field: str, problem: str, ref: int | None, *,
+                  fatal: bool = False) -> None:
+        """Refuse a frame for one of its fields: the ``error`` names the field twice, in
+        ``detail`` for people and in ``field`` for programs (which ignore unknown keys)."""
+        self.fail("bad_field", f"{kind}.{field} {problem}", ref=ref, fatal=fatal,
+                  extra={"field": field})
+
+    def _on_hello(self, frame: dict[str, Any]) -> None:
+        """The first frame: a valid ``hello`` greets the connection, anything else closes
+        it (a connection that never says a valid hello must not hold a slot)."""
+        if frame["t"] != "hello":
+            self.fail("hello_required", "the first frame must be hello", fatal=True)
+            return
+        field, problem = _hello_problem(frame)
+        if field is not None:
+            self.bad_field("hello", field, problem, None, fatal=True)
+            return
+        if frame["v"] != sp.PROTOCOL_VERSION:
+            self.fail("unsupported_version",
+                      f"this daemon speaks version {sp.PROTOCOL_VERSION}, not {frame['v']!r}",
+                      fatal=True)
+            return
+        if not self.server.greet(self):
+            return
+        self.name = frame.get("name", "")
+        self.greeted = True
+        self._cancel_hello_timer()
+        self.reply({"t": "welcome", "v": sp.PROTOCOL_VERSION, "client": self.id,
+                    **self.server.backend.welcome()})
 
     def _groups_field(self, frame: dict[str, Any], ref: Any) -> list[str] | None:
         cfg = self.server.config
+        kind = frame["t"]
         groups = frame.get("groups")
         if isinstance(groups, str):
             groups = [groups]
@@ -381,14 +423,15 @@ class ClientConnection(asyncio.Protocol):
             or not groups
             or not all(isinstance(g, str) and g for g in groups)
         ):
-            self.fail("bad_field", "groups must be a non-empty list of non-empty strings", ref=ref)
+            self.bad_field(kind, "groups", "must be a non-empty list of non-empty strings "
+                           "(or one string)", ref)
             return None
         if len(groups) > cfg.max_groups:
             self.fail("too_many_groups", f"at most {cfg.max_groups} groups", ref=ref)
             return None
         if any(len(g.encode()) > cfg.max_group_name_bytes for g in groups):
-            self.fail("bad_field", f"group names are at most {cfg.max_group_name_bytes} bytes",
-                      ref=ref)
+            self.bad_field(kind, "groups", f"names are at most {cfg.max_group_name_bytes} "
+                           "bytes (api.max_group_name_bytes)", ref)
             return None
         return groups
 
@@ -434,7 +477,7 @@ class ClientConnection(asyncio.Protocol):
             return
         watch = frame.get("members", False)
         if type(watch) is not bool:
-            self.fail("bad_field", "members must be a boolean", ref=ref)
+            self.bad_field("join", "members", "must be a boolean", ref)
             return
         if len(self.groups | set(groups)) > self.server.config.max_groups:
             self.fail("too_many_groups", f"at most {self.server.config.max_groups} groups",
@@ -460,14 +503,16 @@ class ClientConnection(asyncio.Protocol):
             self.fail("bad_service", f"service must be one of {', '.join(sp.SERVICES)}", ref=ref)
             return
         payloads = frame.get("payloads")
+        field = "payloads"
         if payloads is None and "payload" in frame:
-            payloads = [frame["payload"]]
+            payloads, field = [frame["payload"]], "payload"
         if (
             not isinstance(payloads, list)
             or not payloads
             or not all(type(p) is bytes for p in payloads)
         ):
-            self.fail("bad_field", "payloads must be a non-empty list of bin", ref=ref)
+            self.bad_field("send", field, "must be a non-empty list of bin" if field ==
+                           "payloads" else "must be bin", ref)
             return
         if max(map(len, payloads)) > cfg.max_message_bytes:
             self.fail("message_too_large",
@@ -496,6 +541,43 @@ class ClientConnection(asyncio.Protocol):
                 "queued_bytes": self.queued_bytes, "paused": sorted(self._paused_by), **peer}
 
 
+def _request_id_problem(kind: str, ref: Any) -> str | None:
+    """Why ``ref`` is not a valid ``id`` for a ``kind`` frame (``None``: it is, or there
+    is none). A signed 64-bit integer (``sp.MIN_REQUEST_ID``..``sp.MAX_REQUEST_ID``), so
+    that echoing it never hands a client a number its msgpack library cannot decode into
+    a native integer; a ``send``'s id numbers messages and is never negative. ``bool`` is
+    not an integer here, though Python says it is."""
+    if ref is None:
+        return None
+    low = 0 if kind == "send" else sp.MIN_REQUEST_ID
+    if type(ref) is not int or not low <= ref <= sp.MAX_REQUEST_ID:
+        bounds = "0..2^63-1" if low == 0 else "-2^63..2^63-1"
+        return f"must be an integer in {bounds}, not {_shown(ref)}"
+    return None
+
+
+def _hello_problem(frame: dict[str, Any]) -> tuple[str | None, str]:
+    """The first bad field of a ``hello`` and why (``(None, "")``: none is). A ``v``
+    that is an integer but not ours is ``unsupported_version``, not a bad field."""
+    problem = _request_id_problem("hello", frame.get("id"))
+    if problem is not None:
+        return "id", problem
+    if type(frame.get("v")) is not int:
+        return "v", f"must be an integer, the protocol version, not {_shown(frame.get('v'))}"
+    name = frame.get("name", "")
+    if type(name) is not str:
+        return "name", f"must be a string, not {_shown(name)}"
+    if len(name.encode()) > sp.MAX_CLIENT_NAME_BYTES:
+        return "name", f"is at most {sp.MAX_CLIENT_NAME_BYTES} bytes (UTF-8)"
+    return None, ""
+
+
+def _shown(value: Any) -> str:
+    """A bad value for an error's detail, cut short: the value may be a megabyte."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 _HANDLERS: dict[str, Callable[[ClientConnection, dict[str, Any], Any], None]] = {
     "join": ClientConnection._on_join,
     "leave": ClientConnection._on_leave,
@@ -513,6 +595,28 @@ _REFUSED = {
 }
 
 
+def complete_frame_waiting(fd: int) -> bool:
+    """Whether the socket ``fd``'s receive queue starts with a whole frame (its length
+    prefix and that many bytes), read without taking anything from it: ``FIONREAD`` for
+    what is queued, a ``MSG_PEEK`` of the prefix for what the frame needs. ``False``
+    for a closed socket (``fd`` -1) or one that cannot be looked at."""
+    if fd < 0:
+        return False
+    try:
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+        if queued < sp.PREFIX.size:
+            return False
+        peek = socket.socket(fileno=fd)
+        try:
+            prefix = peek.recv(sp.PREFIX.size, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        finally:
+            peek.detach()  # the descriptor stays the transport's
+    except OSError:
+        return False
+    return len(prefix) == sp.PREFIX.size and queued >= sp.PREFIX.size + \
+        sp.PREFIX.unpack(prefix)[0]
+
+
 def listen_backlog(max_clients: int) -> int:
     """Connections the kernel queues before the daemon accepts them: room for a burst
     of ``max_clients`` (a unix socket's connect fails with EAGAIN past it), at least
@@ -520,15 +624,23 @@ def listen_backlog(max_clients: int) -> int:
     return max(100, min(max_clients, socket.SOMAXCONN))
 
 
+PENDING_SCAN = 32
+"""Pending connections ``ApiServer.pending_victim`` looks at, oldest first, for one
+without a whole frame waiting. Bounded: in a burst of connections that all have their
+hello waiting, looking at the whole pool for each new one would cost its size squared in
+system calls; and a connection with a whole frame waiting leaves the pool as soon as the
+daemon reads it, so many of them are only ever the newest ones."""
+
 FD_MARGIN = 64
 """Descriptors the daemon needs besides its clients (sockets, logs, metrics, pidfds)."""
 
 
-def ensure_fd_limit(max_clients: int) -> int:
-    """Raise the soft ``RLIMIT_NOFILE`` to what ``max_clients`` connections need (plus
-    ``FD_MARGIN``), up to the hard limit; log a warning when even that is too low (a
-    connection past it is refused by the kernel, not served). Returns the soft limit."""
-    need = max_clients + FD_MARGIN
+def ensure_fd_limit(connections: int) -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to what ``connections`` clients need (plus
+    ``FD_MARGIN``; the daemon passes ``max_clients`` + ``max_pending_hellos``), up to
+    the hard limit; log a warning when even that is too low (a connection past it is
+    refused by the kernel, not served). Returns the soft limit."""
+    need = connections + FD_MARGIN
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
         target = need if hard == resource.RLIM_INFINITY else min(need, hard)
@@ -536,8 +648,9 @@ def ensure_fd_limit(max_clients: int) -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
             soft = target
         if soft < need:
-            log.warning("file descriptor limit too low for api.max_clients: raise "
-                        "LimitNOFILE (systemd) or ulimit -n", max_clients=max_clients,
+            log.warning("file descriptor limit too low for api.max_clients + "
+                        "api.max_pending_hellos: raise LimitNOFILE (systemd) or ulimit -n",
+                        connections=connections,
                         soft_limit=soft, hard_limit=hard, needed=need)
     return soft
 
@@ -616,6 +729,10 @@ class ApiServer:
         self.access = AccessPolicy() if access is None else access
         """Who may join and send where (``amcast.daemon.access``); replaced on reload."""
         self.clients: dict[int, ClientConnection] = {}
+        """Every open connection, greeted or not (flow control and timeouts apply to all)."""
+        self.pending: dict[int, ClientConnection] = {}
+        """The connections of ``clients`` that have not said hello yet, oldest first: a
+        pool of their own (``admit``), so that they never take a greeted client's slot."""
         self.members_of: dict[str, set[int]] = {}
         self.sends_paused = False
         self._next_id = 1
@@ -666,7 +783,56 @@ class ApiServer:
         self._next_id += 1
         return conn
 
+    # ---- connection slots ----------------------------------------------------------
+    def admit(self, conn: ClientConnection) -> None:
+        """Take a new connection into the pending pool (it has not said hello).
+
+        Connections that have not said hello are bounded on their own, by
+        ``api.max_pending_hellos``, and never count against ``max_clients``: however many
+        connect and stay silent, a client that says hello finds its slot. When the pool
+        is full the new connection is taken and an older one goes, with the fatal error
+        ``too_many_pending_hellos`` (``pending_victim`` says which). Refusing the new one
+        instead would let a flood of silent connections, reopened as they close, lock
+        every newcomer out, honest ones included (the newest connection is the one most
+        likely to be a client that is about to say hello)."""
+        limit = self.config.max_pending_hellos
+        while len(self.pending) >= limit:
+            victim = self.pending_victim()
+            self.pending.pop(victim.id, None)  # even if failing it cannot forget it
+            victim.fail("too_many_pending_hellos",
+                        f"{limit} connections were waiting for their hello "
+                        "(api.max_pending_hellos); this one, among the oldest that had "
+                        "not sent one, was closed for a newer one", fatal=True)
+        self.clients[conn.id] = conn
+        self.pending[conn.id] = conn
+
+    def pending_victim(self) -> ClientConnection:
+        """The pending connection to close for a new one: the oldest that has no
+        complete frame waiting to be read, else the oldest. One whose hello already
+        waits in its socket (a burst of clients connecting at once: the daemon accepts
+        them all before it reads any) is served in the next turn of the event loop; a
+        silent one, or one that sent part of a frame and stopped, is what an abuser
+        holds. Under a flood of silent connections the first one looked at is the one;
+        at most ``PENDING_SCAN`` are looked at (each look is a few system calls)."""
+        for conn in itertools.islice(self.pending.values(), PENDING_SCAN):
+            if not conn.hello_waiting():
+                return conn
+        return next(iter(self.pending.values()))
+
+    def greet(self, conn: ClientConnection) -> bool:
+        """Move a connection that said a valid hello from the pending pool to the
+        ``max_clients`` greeted ones; if those are all taken, refuse it with the fatal
+        ``too_many_clients`` (``False``)."""
+        cfg = self.config
+        if len(self.clients) - len(self.pending) >= cfg.max_clients:
+            conn.fail("too_many_clients", f"max_clients = {cfg.max_clients} clients have "
+                      "said hello (api.max_clients)", fatal=True)
+            return False
+        self.pending.pop(conn.id, None)
+        return True
+
     def forget(self, conn: ClientConnection) -> None:
+        self.pending.pop(conn.id, None)
         if self.behind.pop(conn.id, None) is not None and not self.behind:
             self.backend.flow_hold(False)
         if self.clients.pop(conn.id, None) is None:

@@ -211,6 +211,7 @@ class ApiSection(_Section):
     max_groups: int = Field(64, ge=1, le=4096)
     max_group_name_bytes: int = Field(128, ge=1, le=65535)
     max_clients: int = Field(256, ge=1)
+    max_pending_hellos: int = Field(256, ge=1)
     client_queue_high_bytes: int = Field(4 << 20, ge=65536)
     client_queue_max_bytes: int = Field(32 << 20, ge=65536)
     slow_reader_timeout_s: float = Field(5.0, gt=0)

@@ -266,7 +266,7 @@ class Daemon:
         try:
             self.transport = open_transport(cfg.network, self.node_id, self._log_unresolved)
             self.transport.on_send_error = self._log_send_error
-            ensure_fd_limit(cfg.api.max_clients)
+            ensure_fd_limit(cfg.api.max_clients + cfg.api.max_pending_hellos)
             await self.api.start()
             self._take_metrics_snapshot()
             if cfg.metrics.enabled:

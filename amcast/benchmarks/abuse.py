@@ -587,6 +587,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     max_clients = max(args.connections, args.stallers, args.readers) + 16
     api = {
         "max_clients": max_clients,
+        # its phases open connections in bursts, each writing hello without waiting
+        "max_pending_hellos": max_clients,
         "hello_timeout_s": t,
         "frame_timeout_s": t,
         "slow_reader_timeout_s": t,
@@ -619,7 +621,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     notes = [
         f"{os.cpu_count()} CPUs shared by the daemon(s), the abusers (this process) and "
         "the honest client",
-        f"daemon settings: api.max_clients {max_clients}, api.hello_timeout_s, "
+        f"daemon settings: api.max_clients and max_pending_hellos {max_clients}, "
+        "api.hello_timeout_s, "
         f"frame_timeout_s, slow_reader_timeout_s and close_grace_s {t:g} s"
         + (
             f"; client_queue_high_bytes {args.queue_high}, client_queue_max_bytes "

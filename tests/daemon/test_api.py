@@ -288,26 +288,43 @@ async def test_a_slow_client_that_keeps_reading_slows_the_group_and_is_never_cut
         await cl.close()
 
 
-async def test_connections_that_never_say_hello_time_out_and_free_their_slots(
+async def test_connections_that_never_say_hello_cannot_keep_a_client_out(
     make_cluster: Any,
 ) -> None:
-    """Issue 14 item 7: idle connections used to hold every one of max_clients for
-    ever, locking honest clients out. Now each gets ``hello_timeout`` after
-    ``api.hello_timeout_s`` and its slot is free again; a greeted client is not timed out."""
-    c = await make_cluster(1, api={"max_clients": 2, "hello_timeout_s": 0.3})
+    """Connections that never say hello used to take one of ``max_clients`` each until
+    ``hello_timeout``: a flood of them, reopened as they closed, kept honest clients out
+    with ``too_many_clients``. Now they share ``max_pending_hellos`` slots of their own,
+    the oldest going first (``too_many_pending_hellos``), so a client that says hello is
+    served however many are silent; the silent ones left get ``hello_timeout``, a
+    greeted client never does."""
+    c = await make_cluster(1, api={"max_clients": 4, "max_pending_hellos": 3,
+                                   "hello_timeout_s": 3.0})
     greeted = await Raw.open(c.socket(0))
-    silent = await Raw.open(c.socket(0), hello=False)
-    refused = await Raw.open(c.socket(0), hello=False)  # the third: over max_clients
-    assert (await refused.next())["code"] == "too_many_clients"
-    err = await asyncio.wait_for(silent.next(), timeout=10)
-    assert (err["t"], err["code"], err["fatal"]) == ("error", "hello_timeout", True)
-    assert "api.hello_timeout_s" in err["detail"]
-    assert await silent.closed()
-    honest = await Raw.open(c.socket(0))  # the slot is free again
-    honest.write(encode({"t": "status", "id": 1}))
-    assert (await honest.next())["t"] == "status"
+    silent: list[Raw] = []
+    honest: list[Client] = []
+    for k in range(3):  # the flood, reopened: 8 more silent connections each time
+        silent += [await Raw.open(c.socket(0), hello=False) for _ in range(8)]
+        client = await Client.connect(c.socket(0), name=f"honest{k}")
+        honest.append(client)
+        await client.join(f"g{k}")
+        client.send(f"m{k}".encode(), f"g{k}")
+        assert [d.payload async for d in _take(client, 1)] == [f"m{k}".encode()]
+    for raw in silent[:-2]:  # each closed for a newer connection, honest ones included
+        err = await raw.next()
+        assert (err["code"], err["fatal"]) == ("too_many_pending_hellos", True)
+        assert "api.max_pending_hellos" in err["detail"]
+        assert await raw.closed()
+    for raw in silent[-2:]:  # the last two were still waiting when the flood stopped
+        err = await raw.next()
+        assert (err["t"], err["code"], err["fatal"]) == ("error", "hello_timeout", True)
+        assert "api.hello_timeout_s" in err["detail"]
+        assert await raw.closed()
     greeted.write(encode({"t": "status", "id": 2}))  # well past the timeout: still served
-    assert (await greeted.next())["t"] == "status"
+    st = await greeted.next()
+    assert st["t"] == "status"
+    assert st["counters"]["clients_disconnected"]["too_many_pending_hellos"] == 22
+    for client in honest:
+        await client.close()
 
 
 async def _metrics_text(port: int) -> str:
@@ -452,6 +469,7 @@ async def test_fifty_connections_are_served_and_the_next_one_past_max_clients_is
     await receiver.join("g")
     sender = await Client.connect(c.socket(0))
     refused = await Raw.open(c.socket(0), hello=False)
+    refused.send({"t": "hello", "v": 1})  # a connection takes a slot when it says hello
     err = await refused.next()
     assert (err["code"], err["fatal"]) == ("too_many_clients", True)
     for i in range(20):

@@ -57,6 +57,7 @@ def test_config_path_from_environment(tmp_path: Path) -> None:
         ("", {"AMCAST_NETWORK__TTL": "lots"}, "network.ttl"),
         ("", {"AMCAST_PORT": "1"}, "AMCAST_<SECTION>__<KEY>"),
         ("[api]\nclient_queue_max_bytes = 65536\n", {}, "client_queue_max_bytes"),
+        ("[api]\nmax_pending_hellos = 0\n", {}, "api.max_pending_hellos"),
         ("port = [", {}, "not valid TOML"),
     ],
 )

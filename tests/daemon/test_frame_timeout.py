@@ -14,80 +14,11 @@ import pytest
 from amcast.daemon import api as api_module
 from amcast.daemon.api import ApiServer, ClientConnection
 from amcast.daemon.config import ApiSection
+from daemon_helpers import Backend, FakeTransport
 
 from amcast.socket_protocol import FrameDecoder, encode_frame
 
 TIMEOUT = 0.5
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.out = bytearray()
-        self.reading = True
-        self.closed = False
-
-    def get_extra_info(self, name: str) -> Any:
-        return None  # no socket: no credentials
-
-    def set_write_buffer_limits(self, high: int) -> None:
-        return
-
-    def write(self, data: bytes) -> None:
-        self.out += data
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.reading = False
-
-    def resume_reading(self) -> None:
-        self.reading = True
-
-    def can_write_eof(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
-
-
-class Backend:
-    def __init__(self) -> None:
-        self.sent: list[list[bytes]] = []
-        self.disconnects: list[str] = []
-
-    def welcome(self) -> dict[str, Any]:
-        return {}
-
-    def status(self) -> dict[str, Any]:
-        return {}
-
-    def send(
-        self, conn: Any, groups: list[str], service: str, payloads: list[bytes], ref: Any = None
-    ) -> str | None:
-        self.sent.append(payloads)
-        return None
-
-    def count_client_error(self, code: str) -> None:
-        return
-
-    def count_disconnect(self, reason: str) -> None:
-        self.disconnects.append(reason)
-
-    def count_denied(self, request: str) -> None:
-        return
-
-    def forget_client(self, client_id: int) -> None:
-        return
-
-    def flow_hold(self, on: bool) -> None:
-        return
-
-    def group_request(self, *args: Any) -> None:
-        return
 
 
 class Clock:
