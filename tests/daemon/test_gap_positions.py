@@ -91,3 +91,29 @@ async def test_a_control_notice_last_or_nothing_ordered_moves_no_gap_position(
     assert raw.notices[-1] == {"t": "gap", "view": VIEW + 2,
                                "after": list(last_position(frames))}
     assert last_position(frames) == (VIEW, 1)
+
+
+async def test_the_daemons_of_a_new_cluster_send_no_gap(make_cluster: Any) -> None:
+    """Real engines: the daemons that form a cluster's first view missed nothing (no
+    order came before it), so none tells its clients of a gap or logs one. A daemon
+    that came too late for the first view may get one (the others multicast their
+    client tables in the first view: it did miss ordered notices)."""
+    c = await make_cluster(3)
+    welcomes = []
+    for i in range(3):
+        raw = await Raw.open(c.socket(i), hello=False)
+        raw.send({"t": "hello", "v": 1, "name": "w"})
+        welcomes.append(await raw.next())
+    await c.stop()
+    formed = 0
+    for d, welcome in zip(c.daemons, welcomes, strict=True):
+        recs = [json.loads(x) for x in
+                (Path(d.config.logs.dir) / "delivery.jsonl").read_text().splitlines()]
+        first = next(i for i, r in enumerate(recs) if r["type"] == "view")
+        if recs[first]["previous"] is not None:
+            continue  # it joined a later view
+        formed += 1
+        assert [r for r in recs[:first] if r["type"] == "gap"] == []
+        if welcome["view"] == recs[first]["view"]:
+            assert welcome["gap"] is None
+    assert formed >= 2  # a majority formed it
