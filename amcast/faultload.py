@@ -34,6 +34,8 @@ owed delivered), all bounded in time and woken by arriving frames, never sleep-p
   every client whose daemon completed that view; a message reported back is delivered by
   no daemon that completed a view (unless the report said its outcome is unknown:
   ``undelivered`` with ``outcome`` ``unknown``).
+- gaps: a ``gap`` frame's ``after`` is the ``(view, position)`` of the last message the
+  client saw before it (``gap_problems``), where it saw one.
 """
 
 from __future__ import annotations
@@ -571,11 +573,33 @@ class Verdict:
                 "nonuniform_only": self.nonuniform_only}
 
 
+def gap_problems(rec: Recorder) -> list[str]:
+    """A ``gap`` frame's ``after`` must name the last ordered message this client saw
+    before it: an application transfers state from there (docs/api.md, ``gap``). Every
+    message of these runs goes to the one group all clients join, so once its join took
+    effect a client sees every message its daemon delivers. A client that saw none
+    before the gap (it connected after a restart) cannot tell what its daemon saw."""
+    out: list[str] = []
+    last: tuple[int, int] | None = None
+    for e in rec.timeline:
+        if e[0] == DELIVER and e[3] is not None:
+            last = (e[2], e[3])
+        elif e[0] == GAP and last is not None:
+            after = e[2].get("after")
+            said = None if after is None else (int(after[0]), int(after[1]))
+            if said != last:
+                out.append(f"{rec}: the gap before view {e[2].get('view')} is after "
+                           f"{said}, but the last message it delivered was at {last}")
+    return out
+
+
 def verdict(recorders: list[Recorder], *, settled: bool = True) -> Verdict:
     """Judge recorded histories (module docstring); needs ``keep=True`` recorders."""
     out = Verdict()
     hs = [history(r, settled) for r in recorders]
     problems = out.problems
+    for r in recorders:
+        problems.extend(gap_problems(r))
     # views: same members everywhere, increasing ids at each client
     members: dict[int, list[int]] = {}
     for h in hs:

@@ -25,7 +25,7 @@ the simulator's checkers (``protocols/simulation/checkers.py``):
   predecessor (its first view, or after losing or missing a view) and missed ordered
   messages (others delivered some after its last one, before w) must have had a notice.
   ``notices`` lists every notice with the ordered messages it covers (0: a gap of
-  nothing, as at the first view of a cluster).
+  nothing, as older daemons wrote at the first view of a cluster).
 - ``conflicts``: one view id with different members or predecessors at two processes,
   two views succeeding one, a process installing views out of order or a view it is
   not a member of, a view that is not a majority of the listed members (``start``).

@@ -22,7 +22,8 @@ Two membership events can be scripted, each at a view index ``k`` (a view must f
   last ordered message it delivered.
 
 Every daemon life starts with a ``start`` record; the first view of a life comes with a
-gap notice (the daemon writes one at formation too: a gap of nothing). In a crash or
+gap notice, except the cluster's first view (nothing was ordered before it, so the
+daemon writes none). In a crash or
 pause view the vertices after the half are sent by the others only. Metrics snapshots
 every ``metrics_every_s`` carry each life's cumulative counters (a restart resets them)
 and go on ``idle_s`` after the last delivery (a short run followed by idle time).
@@ -222,7 +223,7 @@ def _life(logset: LogSet, life: _Life, base: pd.DataFrame, rng: np.random.Genera
     chunks = []
     for j, k in enumerate(life.views):
         continuing = j > 0 and life.views[j - 1] == k - 1 and (node, k - 1) not in stops
-        if not continuing:
+        if not continuing and k > 0:  # no order before the first view: nothing missed
             prev = max(float(t[k]) - 0.002, prev + STEP)
             events.append(rec("gap", prev, view=ids[k],
                               after=None if last_ordered is None else list(last_ordered)))

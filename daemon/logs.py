@@ -28,11 +28,10 @@ Theory of operation:
   Spark job then leaves those views of this life out of the checks a missing record
   would fail (completeness, positions, gap notices, deliveries outside a view) and lists
   the span. An outage still open when the daemon stops (``close``) leaves no record.
-- Gap notices: the engine says after which ``(view, position)`` the daemon missed the
-  total order, counting positions in engine payloads (amcastd's envelopes); the log
-  counts them in application messages. ``DeliveryLog`` remembers the last ordered
-  message it logged (view, position) and writes that, the same message in the log's
-  units (see ``gap``).
+- Gap notices: ``after`` is the ``(view, position)`` of the last ordered application
+  message the daemon delivered before the gap, in the positions of the delivery records
+  and of the clients' ``deliver`` frames (the daemon converts the engine's, which count
+  its payloads: envelopes and control notices).
 """
 
 from __future__ import annotations
@@ -187,8 +186,6 @@ class DeliveryLog:
         self.node = node
         self.incarnation = incarnation
         self._head = f'{{"schema":1,"type":"delivery","node":{node},"incarnation":{incarnation},'
-        self.last_ordered: tuple[int, int] | None = None
-        """(view, position) of the last ordered message logged by this life."""
         self._deliveries = (
             RotatingJsonl(directory / "delivery.jsonl", rotate_bytes, keep) if deliveries else None
         )
@@ -228,7 +225,6 @@ class DeliveryLog:
             pos = activation = ntail = unseen = nvt = "null"  # type: ignore[assignment]
         else:
             pos = position  # type: ignore[assignment]
-            self.last_ordered = (view, position + count - 1)
         if self._deliveries is None:
             return
         self._note(view, ts)
@@ -274,13 +270,11 @@ class DeliveryLog:
     def gap(self, *, view: int, after: tuple[int, int] | None, ts: float) -> None:
         """An order gap notice (``OrderGap``) before the first delivery in ``view``.
 
-        ``after`` is the engine's (view, position) of the last ordered payload delivered
-        here, or None (nothing remembered). The engine counts positions in payloads
-        (amcastd's envelopes), the log in application messages: the record's ``after`` is
-        the last ordered message this life logged, the same message in the log's units
-        (null when the engine remembers nothing, or this life logged nothing ordered)."""
-        last = self.last_ordered if after is not None else None
-        self._record("gap", ts, view=view, after=None if last is None else list(last))
+        ``after`` is the (view, position) of the last ordered application message this
+        life delivered, in the positions of its delivery records (the daemon converts
+        the engine's, which count envelopes), or None: it delivered none. An
+        application's state transfer starts there, so it must be the very message."""
+        self._record("gap", ts, view=view, after=None if after is None else list(after))
 
     def metrics(self, record: dict[str, Any]) -> None:
         ts = record.get("ts")

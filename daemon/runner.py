@@ -179,6 +179,10 @@ class Daemon:
         (``NodeIdClaimed``): a health warning for ``ID_CLAIM_SHOWN_S``."""
         self.position = 0  # next total-order position in the current view, in app messages
         self.position_view = 0  # the view ``position`` counts in
+        self.last_ordered: tuple[int, int] | None = None
+        """(view, position) of the last ordered application message delivered in this
+        life: the ``after`` of a gap notice. The engine's ``OrderGap.after`` counts its
+        own payloads (envelopes and control notices), which a client never sees."""
         self.primary = False
         self.last_change: dict[str, Any] = {}
         """The last view change: view, primary, when, and its cause (joined, left,
@@ -838,8 +842,9 @@ class Daemon:
             if own:
                 ledger.delivered(env[0], len(body))
         rule = "causal" if ev.rule is None else str(ev.rule)
-        if ordered:
+        if ordered and count:
             self.position += count
+            self.last_ordered = (ev.view, self.position - 1)
         if own:
             self.own_outstanding -= count
             c.own_messages_delivered += count
@@ -908,12 +913,18 @@ class Daemon:
             log.warning("not in a primary view", node=self.node_id, view=ev.view,
                         reason=ev.reason, reachable=list(ev.reachable))
         elif kind is OrderGap:
+            # In the units of the deliver frames (application messages), not the
+            # engine's: an application transfers state from the last message it saw.
+            # The engine's ``after`` is None exactly when this life delivered nothing
+            # ordered; one that delivered only control notices delivered no message.
+            after = self.last_ordered
             if self.dlog is not None:
-                self.dlog.gap(view=ev.view, after=ev.after, ts=self.now())
+                self.dlog.gap(view=ev.view, after=after, ts=self.now())
             self.last_gap = {"t": "gap", "view": ev.view,
-                             "after": None if ev.after is None else list(ev.after)}
+                             "after": None if after is None else list(after)}
             self.api.broadcast(self.last_gap)
-            log.info("order gap", node=self.node_id, view=ev.view, after=ev.after)
+            log.info("order gap", node=self.node_id, view=ev.view, after=after,
+                     engine_after=ev.after)
         elif kind is MemberSuspected:
             log.warning("member suspected", node=self.node_id, member=ev.node, view=ev.view,
                         silent_s=round(ev.silent_s, 3))

@@ -76,7 +76,9 @@ class OrderGap:
     """A ``gap`` frame: this daemon (rejoining) did not deliver the total order after
     ``after`` (view id, position of the last ordered message it delivered; None: nothing
     it remembers) up to the start of view ``view``. It comes before that view's first
-    delivery: the application may transfer state from another member."""
+    delivery: the application may transfer state from another member. ``after`` counts
+    as ``Delivery.view`` and ``Delivery.position`` do: a client that joined every group
+    saw the message at ``after`` last, so a state transfer starts right after it."""
 
     view: int
     after: tuple[int, int] | None

@@ -1056,7 +1056,7 @@ class MembershipLayer:
             # ourselves and could not, and the others who were (its holders) may have
             # failed since (seed 402274). Every own message of it is in doubt.
             self._closed_elsewhere(self.session.view_id, None)
-        gap = closed is None
+        gap = closed is None and _may_have_missed(proposal, self.me)
         self.promised_at = None
         self.accept_wait = None
         self.history_wait = None
@@ -1587,6 +1587,33 @@ _HANDLERS: dict[type, Callable[[MembershipLayer, int, int, object, float], None]
     Install: MembershipLayer._on_install,  # type: ignore[dict-item]
     Refuse: MembershipLayer._on_refuse,  # type: ignore[dict-item]
 }
+
+
+def _may_have_missed(proposal: Proposal, me: Member) -> bool:
+    """Whether ``me``, installing ``proposal.view`` without closing its predecessor here
+    (a joiner, a restarted or excluded member), may have missed ordered messages: the
+    condition of its ``OrderGap``.
+
+    A gap notice tells an application to transfer state, so one where nothing can have
+    been missed is noise (every daemon of a new cluster used to get one). Nothing was
+    missed when there is no total order before the view: it is the group's first (no
+    predecessor), or its predecessor is the first and was closed empty, with another
+    member of both views (same incarnation, ``may_hold``) to vouch for the empty cut:
+    where it installed the predecessor it reported what it released there, and it
+    installs this view only by closing the predecessor at that cut, having delivered
+    nothing ordered (a member that delivered more is excluded, ``_decided``). Without
+    such a member an empty cut may say only that no promiser reported the predecessor
+    (a whole cluster restarted: its new lives remember nothing of it): a gap. The cut
+    counts vertices, not ordered messages, so this errs on the side of a notice (a
+    predecessor whose vertices carried only causal messages counts as one that may have
+    delivered some), and so does any later predecessor: it had one itself, where
+    something may have been delivered that this member never saw."""
+    prev = proposal.prev
+    if prev is None:
+        return False
+    if prev.prev_id != 0 or any(seq > 0 for _, seq in proposal.cut):
+        return True
+    return not any(m != me and may_hold(proposal, m) for m in proposal.view.members)
 
 
 def _no_factory(view: ViewRecord, now: float) -> ViewSession:

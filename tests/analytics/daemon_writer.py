@@ -3,8 +3,8 @@
 Kept with the tests, not in ``amcast.analytics.synthetic``: the analytics package reads
 the log schema only and imports nothing of the daemon. Each daemon life gets its own
 ``DeliveryLog`` (its ``incarnation``) appending to the node's directory, as a restarted
-daemon does, and its records go through it in time order: the gap notices' ``after`` is
-then what the writer itself logged last.
+daemon does, and its records go through it in time order (a gap notice's ``after`` is
+the daemon's, in the positions of the delivery records, as the synthetic set has it).
 
 ``refuse`` makes a node's disk refuse every write and flush (``ENOSPC``) while the
 writer hands it the records of a time span, as a full disk does: the daemon's writer
@@ -80,8 +80,7 @@ def _event(log: DeliveryLog, e: dict[str, Any]) -> None:
     if e["type"] == "start":
         log.start(members=e["members"], ts=e["ts"])
     elif e["type"] == "gap":
-        # the engine's own position (in payloads) is not the log's: the writer replaces it
-        after = None if e["after"] is None else (e["after"][0], -1)
+        after = None if e["after"] is None else (int(e["after"][0]), int(e["after"][1]))
         log.gap(view=e["view"], after=after, ts=e["ts"])
     elif e["primary"]:
         log.view(view=e["view"], members=e["members"], previous=e["previous"],

@@ -56,7 +56,7 @@ def test_delivery_view_and_metrics_records_follow_the_schema(tmp_path: Path) -> 
                  nbytes=1, service="causal", activation=None, rule="causal", ntail=None,
                  unseen=None, nvt=None, send_ts=10.3, ts=10.6, envelopes=1)
     log.lost(view=5, reason="paused", reachable=[3], ts=10.7)
-    log.gap(view=9, after=(5, 21), ts=10.8)  # the engine's position counts envelopes
+    log.gap(view=9, after=(5, 42), ts=10.8)  # the daemon's: in application messages
     log.view(view=9, members=[1, 3], previous=8, excluded=[0, 2], ts=10.9)
     log.metrics({"ts": 11.0, "view": 0, "variant": "toto", "messages_sent": 1, "drops": {}})
     log.close()
@@ -78,7 +78,7 @@ def test_delivery_view_and_metrics_records_follow_the_schema(tmp_path: Path) -> 
     assert recs[4]["rule"] == "causal"
     assert recs[5] == {**head, "type": "view", "ts": 10.7, "view": 5, "primary": False,
                        "members": [3], "reason": "paused"}
-    # the last ordered message logged, in application messages: 40 + 3 - 1
+    # the last ordered message logged, in application messages: 40 + 3 - 1, as given
     assert recs[6] == {**head, "type": "gap", "ts": 10.8, "view": 9, "after": [5, 42]}
     assert recs[7]["previous"] == 8 and recs[7]["excluded"] == [0, 2]
     (m,) = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -31,6 +31,7 @@ from amcast.faultload import (
     FaultRun,
     Notice,
     Recorder,
+    gap_problems,
     loaded,
     verdict,
 )
@@ -133,7 +134,10 @@ async def test_sigstop_longer_than_suspect_timeout_excludes_then_rejoins(run: Fa
     assert not lost.primary and lost.frame["reason"] in ("paused", "excluded"), lost.frame
     back = paused.first_view(range(4), resumed_at)
     assert back is not None
-    assert any(n.kind == GAP and n.frame["view"] == back.frame["view"] for n in after)
+    gap = next(n for n in after if n.kind == GAP and n.frame["view"] == back.frame["view"])
+    # a state transfer starts right after the last message this client saw: the gap's
+    # after names it, in the deliver frames' positions (the verdict checks every client)
+    assert gap.frame["after"] is not None and gap_problems(paused) == []
     await finish(run)
 
 
@@ -244,6 +248,29 @@ def test_the_verdict_catches_broken_guarantees() -> None:
     recs = three_clients()  # a survivor missing the whole view it completed
     recs[1].timeline = [e for e in recs[1].timeline if e[:1] != (DELIVER,) or e[2] != 2]
     assert "different sequences" in " ".join(verdict(recs).problems)
+
+
+def gap_notice(rec: Recorder, v: int, after: list[int] | None) -> None:
+    rec.timeline.append((GAP, 0.0, {"t": "gap", "view": v, "after": after}))
+    rec.notices.append(Notice(0.0, GAP, rec.timeline[-1][2]))
+
+
+def test_the_verdict_checks_that_a_gap_is_after_the_last_message_the_client_saw() -> None:
+    """Node 1's daemon is cut off after position 1 of view 1, and rejoins in view 3."""
+    recs = three_clients()
+    recs[1].timeline = recs[1].timeline[:2]
+    view(recs[1], 1, [0, 1], previous=1, primary=False)
+    gap_notice(recs[1], 3, [1, 1])
+    view(recs[1], 3, [0, 1], previous=2)
+    assert not [p for p in verdict(recs).problems if "gap" in p]
+    recs[1].timeline[-2][2]["after"] = [1, 3]  # the engine's count, or another unit's
+    (problem,) = [p for p in verdict(recs).problems if "gap" in p]
+    assert "after (1, 3)" in problem and "at (1, 1)" in problem
+    recs[1].timeline[-2][2]["after"] = None
+    assert [p for p in verdict(recs).problems if "gap" in p]
+    late = recorder(1)  # connected after its daemon rejoined: saw nothing to compare
+    gap_notice(late, 3, [1, 1])
+    assert gap_problems(late) == []
 
 
 def test_a_killed_daemons_last_agreed_deliveries_may_differ() -> None:
