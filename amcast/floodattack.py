@@ -22,6 +22,12 @@ Kinds:
   not yet stable (still held for retransmission); nacks of vertices never sent or
   already acknowledged by the claimed sender would be refused. Only the receivers' rate
   limits stand in the way.
+- ``insider-member``: the same nacks, all claiming to come from one member (the first of
+  ``--members``): a member holding the key (compromised, or buggy) that nacks, under its
+  own id, the latest 256 vertices of every other member, whatever it received. The
+  receivers' flow control judges one member's loss signals against the others', so
+  this is the attack that per-member bounds are about; ``insider`` spreads the same
+  nacks over every member's id, which a shared group key cannot tell apart.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import MAX_SEQ, WIRE_VERSION
 
-KINDS = ("garbage", "forged", "replay", "insider")
+KINDS = ("garbage", "forged", "replay", "insider", "insider-member")
+INSIDERS = ("insider", "insider-member")
 WRONG_KEY = b"not-the-group-key-0123456789abcdef"
 
 
@@ -120,9 +127,16 @@ class SeqTracker:
 
 def insider_nack(
     auth: Authenticator, sender: int, view: int, latest: dict[int, int], span: int = 256
-) -> bytes:
-    """A NACK from ``sender`` asking for the last ``span`` vertices of every member."""
-    nacks = tuple((m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()))
+) -> bytes | None:
+    """A NACK from ``sender`` asking for the last ``span`` vertices of every other member
+    (a member does not nack its own: receivers would ignore those ranges anyway, as
+    acknowledged by their sender); ``None`` while no other member was heard (a NACK
+    without ranges is malformed)."""
+    nacks = tuple(
+        (m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()) if m != sender
+    )
+    if not nacks:
+        return None
     return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth, wall_ms())
 
 
@@ -187,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     wrong = authenticator(Keyring.single(WRONG_KEY), rng)
     real = authenticator(keys, rng)
     tracker = None
-    if args.kind == "insider":
+    if args.kind in INSIDERS:
         tracker = SeqTracker(args.group, args.port, keys, args.view)
         deadline = time.monotonic() + args.capture_s
         while not tracker.latest and time.monotonic() < deadline:
@@ -213,7 +227,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 assert tracker is not None
                 if i % 64 == 0:
                     tracker.poll()
-                data = insider_nack(real, members[i % len(members)], args.view, tracker.latest)
+                claimed = members[0] if args.kind == "insider-member" else members[i % len(members)]
+                nack = insider_nack(real, claimed, args.view, tracker.latest)
+                if nack is None:
+                    continue
+                data = nack
             if gap and (wait := start + i * gap - time.monotonic()) > 0:
                 time.sleep(wait)
             try:
