@@ -4,7 +4,8 @@ The attacker of ``amcast bench flood`` and of the flood tests, a process of its 
 that it competes for the CPU as a real one would. It multicasts ``--count`` datagrams to
 ``--group:--port`` on 127.0.0.1 (TTL 0: they never leave the host), as fast as it can
 or at most ``--rate`` per second, and prints one JSON line: datagrams and bytes sent,
-seconds, and what the datagrams were. Every choice is drawn from ``--seed``.
+seconds, and what the datagrams were. Every choice is drawn from ``--seed`` (not the
+sealing session: a fresh random one per run, as a node draws one per start).
 
 Kinds:
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import struct
@@ -59,9 +61,13 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def authenticator(keys: Keyring | None, rng: random.Random) -> Authenticator:
-    """A sealing context of this attacker's own (a fresh session, its own counter)."""
-    return Authenticator(keys, rng.randbytes(SESSION_BYTES))
+def authenticator(keys: Keyring | None) -> Authenticator:
+    """A sealing context of this attacker's own (a fresh session, its own counter). The
+    session is random, not drawn from ``--seed``: like a node's, a new one each start, or
+    a second attack with the same key and seed (``insider`` after ``insider-member``)
+    would repeat the first one's session and counters, and the receivers' replay guard
+    would drop it as a replay."""
+    return Authenticator(keys, os.urandom(SESSION_BYTES))
 
 
 def garbage(rng: random.Random) -> bytes:
@@ -198,13 +204,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["captured_kinds"] = kinds_of(source, keys)
         if not source:
             raise SystemExit("replay: nothing heard on the group")
-    wrong = authenticator(Keyring.single(WRONG_KEY), rng)
-    real = authenticator(keys, rng)
+    wrong = authenticator(Keyring.single(WRONG_KEY))
+    real = authenticator(keys)
     tracker = None
     if args.kind in INSIDERS:
         tracker = SeqTracker(args.group, args.port, keys, args.view)
         deadline = time.monotonic() + args.capture_s
-        while not tracker.latest and time.monotonic() < deadline:
+        heard = min(2, len(members))  # someone else than the member claimed first
+        while len(tracker.latest) < heard and time.monotonic() < deadline:
             time.sleep(0.01)  # an insider first hears what the members have sent
             tracker.poll()
         if not tracker.latest:
