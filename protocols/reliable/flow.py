@@ -27,10 +27,18 @@ member holding the key (compromised, or buggy) can nack everything it receives, 
 every such nack halved every sender's window, that one member would keep the whole
 group near ``min_bytes``. So ``on_loss`` takes the member that nacked, and a halving
 goes down to ``min_bytes`` only when the loss is *corroborated*: another member also
-nacked our data within the last ``loss_holdoff`` (or the member is the only other one
-of the view: then it is the whole audience). A member alone halves the window at most
-down to ``solo_floor``, half the configured maximum: whatever one member says, every
-sender keeps at least half its window (``uncorroborated`` counts its signals). This is
+nacked our data within the last ``loss_holdoff``, and the two report loss at
+comparable rates (or the member is the only other one of the view: then it is the
+whole audience). A member alone halves the window at most down to ``solo_floor``, half
+the configured maximum: whatever one member says, every sender keeps at least half its
+window (``uncorroborated`` counts its signals). The rates are each member's loss
+signals, decayed with a half-life of ``RATE_HALF_LIFE``; two members whose rates differ
+more than ``OUTLIER_RATIO`` times do not corroborate each other. Without that, a member
+nacking everything would turn every other member's occasional honest nack into a
+corroborated loss; with it, the outlier's word counts once, at ``solo_floor``, and the
+others' losses count as they would without it. Congestion shared by several receivers
+makes them nack at like rates (suppression spreads the nacks of one loss among them).
+This is
 the bounded worst *representative* receiver of multicast congestion control (PGMCC,
 TFMCC follow the worst receiver; here its say is capped), and it costs a genuinely lossy
 receiver nothing it needs: the window only bounds what a sender may have *unstable*,
@@ -41,6 +49,13 @@ congestion shared by several receivers, and that shows as nacks from several mem
 """
 
 from __future__ import annotations
+
+RATE_HALF_LIFE = 1.0
+"""Seconds that halve a member's loss-signal score (its recent rate of loss signals)."""
+
+OUTLIER_RATIO = 8.0
+"""Two members whose scores differ more than this many times do not corroborate each
+other: one of them nacks far more than the other (a member nacking everything)."""
 
 
 class SendWindow:
@@ -57,9 +72,11 @@ class SendWindow:
         self.increase = increase
         self.loss_holdoff = loss_holdoff
         self._calm_until = float("-inf")
-        self._heard: dict[int, float] = {}
-        """Member -> when its latest loss signal came (pruned to the last
-        ``loss_holdoff``: at most one entry per member of the view)."""
+        self._heard: dict[int, tuple[float, float]] = {}
+        """Member -> (when its latest loss signal came, its score then): its loss
+        signals, each decayed with ``RATE_HALF_LIFE``. At most one entry per member that
+        nacked within the last ``64 * RATE_HALF_LIFE`` seconds (older ones are dropped
+        when another member's signal comes)."""
         self.blocked = False
         self.paused = False
         """Releases are held for a slow local consumer: no own data either (the holding
@@ -89,13 +106,11 @@ class SendWindow:
         besides us could have: halve the byte window, down to ``min_bytes`` if the loss
         is corroborated, else at most to ``solo_floor`` (module docstring)."""
         heard = self._heard
-        heard[member] = now
-        if len(heard) > 1:
-            horizon = now - self.loss_holdoff
-            for m in [m for m, at in heard.items() if at <= horizon]:
-                del heard[m]
+        last = heard.get(member)
+        score = 1.0 if last is None else 1.0 + _decayed(last, now)
+        heard[member] = (now, score)
         floor = self.min_bytes
-        if others > 1 and len(heard) < 2:
+        if others > 1 and not self._corroborated(member, score, now):
             self.uncorroborated += 1
             floor = self.solo_floor
         if now < self._calm_until or self.cwnd <= floor:
@@ -104,8 +119,33 @@ class SendWindow:
         self.cwnd = max(floor, self.cwnd // 2)
         self.losses += 1
 
+    def _corroborated(self, member: int, score: float, now: float) -> bool:
+        """Another member nacked our data within ``loss_holdoff``, at a rate comparable
+        to ``member``'s (neither is an outlier against the other)."""
+        heard = self._heard
+        if len(heard) < 2:
+            return False
+        horizon = now - self.loss_holdoff
+        forget = now - 64 * RATE_HALF_LIFE
+        found = False
+        for m, last in list(heard.items()):
+            at = last[0]
+            if at <= forget:
+                del heard[m]
+            elif m != member and at > horizon and not found:
+                other = _decayed(last, now)
+                low, high = (other, score) if other < score else (score, other)
+                found = high <= OUTLIER_RATIO * low
+        return found
+
     def on_stable(self, nbytes: int) -> None:
         """``nbytes`` of own data became stable: grow the byte window additively."""
         if nbytes > 0 and self.cwnd < self.max_bytes:
             grow = max(1, self.increase * nbytes // self.cwnd)
             self.cwnd = min(self.max_bytes, self.cwnd + grow)
+
+
+def _decayed(last: tuple[float, float], now: float) -> float:
+    """A member's score ``(at, score)`` decayed from ``at`` to ``now``."""
+    at, score = last
+    return score * 0.5 ** ((now - at) / RATE_HALF_LIFE) if now > at else score

@@ -1,7 +1,8 @@
 """Loss signals are judged per nacking member: one member's nacks (a key holder that
 nacks everything, or a buggy member) cannot halve a sender's byte window below half its
-maximum; nacks from two members still halve it down to the minimum; a genuinely lossy
-receiver still gets everything, held back by stability. Unit tests of ``SendWindow``
+maximum, nor make another member's occasional nack a corroborated loss; nacks from two
+members at like rates still halve it down to the minimum; a genuinely lossy receiver
+still gets everything, held back by stability. Unit tests of ``SendWindow``
 and the layer's signals, then full Nodes in the simulator with forged nacks sealed with
 the real group key."""
 
@@ -62,6 +63,19 @@ def test_a_corroborating_nack_must_come_within_the_holdoff() -> None:
     assert w.cwnd == 32_000
     w.on_loss(1, 5.04, 3)  # within loss_holdoff of member 2's: corroborated
     assert w.cwnd == 16_000 and w.uncorroborated == 21
+
+
+def test_a_member_nacking_everything_cannot_vouch_for_an_occasional_nack() -> None:
+    w = window()
+    for ms in range(10_000):  # member 3: a nack every millisecond for 10 s
+        w.on_loss(3, ms / 1000, 3)
+        if ms % 500 == 250:  # member 2: an honest nack every half second
+            w.on_loss(2, ms / 1000 + 0.0005, 3)
+    assert w.cwnd == 32_000  # the outlier counts once, the occasional nack alone
+    # two members nacking at like rates corroborate each other, the outlier aside
+    for k in range(40):
+        w.on_loss(1 + k % 2, 20.0 + 0.03 * k, 3)
+    assert w.cwnd == 4_000
 
 
 def test_the_only_other_member_of_the_view_is_the_whole_audience() -> None:
