@@ -36,16 +36,18 @@ signals, decayed with a half-life of ``RATE_HALF_LIFE``; two members whose rates
 more than ``OUTLIER_RATIO`` times do not corroborate each other. Without that, a member
 nacking everything would turn every other member's occasional honest nack into a
 corroborated loss; with it, the outlier's word counts once, at ``solo_floor``, and the
-others' losses count as they would without it. Congestion shared by several receivers
-makes them nack at like rates (suppression spreads the nacks of one loss among them).
-This is
-the bounded worst *representative* receiver of multicast congestion control (PGMCC,
-TFMCC follow the worst receiver; here its say is capped), and it costs a genuinely lossy
-receiver nothing it needs: the window only bounds what a sender may have *unstable*,
-and stability is end to end, so a receiver that really falls behind (it acknowledges
-late, or its losses wait for repair) still holds every sender within one window of
-what it has acknowledged, with or without its nacks. The halving on loss is for
-congestion shared by several receivers, and that shows as nacks from several members.
+others' losses count as they would without it.
+
+This is the bounded worst *representative* receiver of multicast congestion control
+(PGMCC, TFMCC follow the worst receiver; here its say is capped), and it costs a
+genuinely lossy receiver nothing it needs: the window only bounds what a sender may
+have *unstable*, and stability is end to end, so a receiver that really falls behind
+(it acknowledges late, or its losses wait for repair) still holds every sender within
+one window of what it has acknowledged, with or without its nacks. The halving on loss
+is for congestion shared by several receivers, and that shows as nacks from several
+members at like rates (suppression spreads the nacks of one loss among them). The
+sender id of a nack is only as good as the group key: a key holder claiming several
+members' ids passes for several members.
 """
 
 from __future__ import annotations
