@@ -168,9 +168,8 @@ def test_one_member_nacking_everything_keeps_every_window_at_least_half_open() -
     c, window_bytes = _cluster(4, seed=11, network=SLOW)
     c.advance(0.2)
     lowest, sent = _flood_under_nacks(c, [3], until=1.2)
-    st = c.nodes[0].stats
-    assert st.window_losses_uncorroborated > 100  # the nacks did reach the window
-    assert lowest >= window_bytes // 2  # before: halved every 50 ms, to the minimum
+    assert lowest >= window_bytes // 2  # before: halved every 50 ms, to 9.6 KB
+    assert c.nodes[0].stats.window_losses_uncorroborated > 100  # the nacks did reach it
     assert sent > 0
     c.advance(c.now + 2.0)
     result = c.result()
