@@ -4,7 +4,8 @@ The attacker of ``amcast bench flood`` and of the flood tests, a process of its 
 that it competes for the CPU as a real one would. It multicasts ``--count`` datagrams to
 ``--group:--port`` on 127.0.0.1 (TTL 0: they never leave the host), as fast as it can
 or at most ``--rate`` per second, and prints one JSON line: datagrams and bytes sent,
-seconds, and what the datagrams were. Every choice is drawn from ``--seed``.
+seconds, and what the datagrams were. Every choice is drawn from ``--seed`` (not the
+sealing session: a fresh random one per run, as a node draws one per start).
 
 Kinds:
 
@@ -22,12 +23,19 @@ Kinds:
   not yet stable (still held for retransmission); nacks of vertices never sent or
   already acknowledged by the claimed sender would be refused. Only the receivers' rate
   limits stand in the way.
+- ``insider-member``: the same nacks, all claiming to come from one member (the first of
+  ``--members``): a member holding the key (compromised, or buggy) that nacks, under its
+  own id, the latest 256 vertices of every other member, whatever it received. The
+  receivers' flow control judges one member's loss signals against the others', so
+  this is the attack that per-member bounds are about; ``insider`` spreads the same
+  nacks over every member's id, which a shared group key cannot tell apart.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import socket
 import struct
@@ -43,7 +51,8 @@ from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import MAX_SEQ, WIRE_VERSION
 
-KINDS = ("garbage", "forged", "replay", "insider")
+KINDS = ("garbage", "forged", "replay", "insider", "insider-member")
+INSIDERS = ("insider", "insider-member")
 WRONG_KEY = b"not-the-group-key-0123456789abcdef"
 
 
@@ -52,9 +61,13 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def authenticator(keys: Keyring | None, rng: random.Random) -> Authenticator:
-    """A sealing context of this attacker's own (a fresh session, its own counter)."""
-    return Authenticator(keys, rng.randbytes(SESSION_BYTES))
+def authenticator(keys: Keyring | None) -> Authenticator:
+    """A sealing context of this attacker's own (a fresh session, its own counter). The
+    session is random, not drawn from ``--seed``: like a node's, a new one each start, or
+    a second attack with the same key and seed (``insider`` after ``insider-member``)
+    would repeat the first one's session and counters, and the receivers' replay guard
+    would drop it as a replay."""
+    return Authenticator(keys, os.urandom(SESSION_BYTES))
 
 
 def garbage(rng: random.Random) -> bytes:
@@ -120,9 +133,16 @@ class SeqTracker:
 
 def insider_nack(
     auth: Authenticator, sender: int, view: int, latest: dict[int, int], span: int = 256
-) -> bytes:
-    """A NACK from ``sender`` asking for the last ``span`` vertices of every member."""
-    nacks = tuple((m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()))
+) -> bytes | None:
+    """A NACK from ``sender`` asking for the last ``span`` vertices of every other member
+    (a member does not nack its own: receivers would ignore those ranges anyway, as
+    acknowledged by their sender); ``None`` while no other member was heard (a NACK
+    without ranges is malformed)."""
+    nacks = tuple(
+        (m, max(1, seq - span + 1), seq) for m, seq in sorted(latest.items()) if m != sender
+    )
+    if not nacks:
+        return None
     return encode(Datagram(Kind.NACK, sender, view, 0, nacks), auth, wall_ms())
 
 
@@ -184,13 +204,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["captured_kinds"] = kinds_of(source, keys)
         if not source:
             raise SystemExit("replay: nothing heard on the group")
-    wrong = authenticator(Keyring.single(WRONG_KEY), rng)
-    real = authenticator(keys, rng)
+    wrong = authenticator(Keyring.single(WRONG_KEY))
+    real = authenticator(keys)
     tracker = None
-    if args.kind == "insider":
+    if args.kind in INSIDERS:
         tracker = SeqTracker(args.group, args.port, keys, args.view)
         deadline = time.monotonic() + args.capture_s
-        while not tracker.latest and time.monotonic() < deadline:
+        heard = min(2, len(members))  # someone else than the member claimed first
+        while len(tracker.latest) < heard and time.monotonic() < deadline:
             time.sleep(0.01)  # an insider first hears what the members have sent
             tracker.poll()
         if not tracker.latest:
@@ -213,7 +234,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 assert tracker is not None
                 if i % 64 == 0:
                     tracker.poll()
-                data = insider_nack(real, members[i % len(members)], args.view, tracker.latest)
+                claimed = members[0] if args.kind == "insider-member" else members[i % len(members)]
+                nack = insider_nack(real, claimed, args.view, tracker.latest)
+                if nack is None:
+                    continue
+                data = nack
             if gap and (wait := start + i * gap - time.monotonic()) > 0:
                 time.sleep(wait)
             try:

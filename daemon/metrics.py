@@ -280,6 +280,10 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
                          "envelopes delivered while closing a view (the rest of its DAG)"),
     "window_losses": ("amcast_window_losses_total",
                       "times another member's nack of our data halved the byte window"),
+    "window_losses_uncorroborated": (
+        "amcast_window_losses_uncorroborated_total",
+        "loss signals from one member that no other member's nack corroborated "
+        "(they halve the byte window at most to half its maximum)"),
     "messages_in_doubt": ("amcast_envelopes_in_doubt_total",
                           "own envelopes of a view this daemon was excluded from that the "
                           "primary component did not deliver (never re-sent)"),

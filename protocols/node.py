@@ -128,6 +128,9 @@ class NodeStats:
     """Seconds a gap known only from others' acks waits before its first nack, now."""
     window_losses: int = 0
     """Times another member's nack of our data halved the byte window (cumulative)."""
+    window_losses_uncorroborated: int = 0
+    """Loss signals (nacks of our data) from one member that no other member's nack
+    corroborated: they halve the byte window at most to half its maximum (cumulative)."""
     holding_releases: int = 0
     """1 while releases are held back for a slow local consumer (``hold_deliveries``)."""
     pending_bytes: int = 0
@@ -217,7 +220,6 @@ class Node:
         when the caller decoded it (``decoded``): then no body may match it (an empty
         one used to, and an authentic empty body passed as that heartbeat)."""
         self._holding = False
-        self._seen_losses = 0
         self._seen_stable = 0
         self._batcher = Batcher()
         self._own: dict[tuple[int, int], list[tuple[bytes, ServiceLevel]]] = {}
@@ -301,6 +303,7 @@ class Node:
         s.window_bytes_used = session.reliable.unstable_bytes() if session is not None else 0
         s.window_bytes = self._window.cwnd
         s.window_losses = self._window.losses
+        s.window_losses_uncorroborated = self._window.uncorroborated
         s.holding_releases = int(self._holding)
         s.pending_bytes = self._batcher.pending_bytes
         s.retransmit_buffer = sum(
@@ -643,9 +646,11 @@ class Node:
         c = self._counters
         if session is not None:
             session.reliable.unstable_bytes()  # moves own_bytes_stable on
-        if c.own_losses != self._seen_losses:
-            self._seen_losses = c.own_losses
-            self._window.on_loss(now)
+        signals = c.loss_signals
+        if signals:
+            for member, others in signals.items():
+                self._window.on_loss(member, now, others)
+            signals.clear()
         if c.own_bytes_stable != self._seen_stable:
             self._window.on_stable(c.own_bytes_stable - self._seen_stable)
             self._seen_stable = c.own_bytes_stable

@@ -31,6 +31,11 @@ Figures of an attack window (``attack_figures()``, pure):
   rate limits (``repair_bound()``: every daemon serving every other member's id with a
   full burst plus the rate for the window's seconds); nack datagrams sent; drops by
   reason (summed over daemons); largest daemon RSS before and after.
+- the senders' flow control: halvings of the byte window (``window_losses``, summed
+  over daemons; an insider's nacks are loss signals) and the smallest daemon's byte
+  window at the end of the window. Throughput on a host with fewer cores than processes
+  is bounded by the CPU long before the window, so these show what the nacks did to
+  the window when the throughput cannot.
 
 Everything stays on 127.0.0.1 and a 239.255.x.y group (TTL 0), bounded in time.
 """
@@ -164,6 +169,11 @@ def window_totals(
         "drops": drops,
         "rss_before": max(int(a["rss"]) for a in first),
         "rss_after": max(int(b["rss"]) for b in last),
+        "window_losses": sum(
+            float(b.get("window_losses", 0)) - float(a.get("window_losses", 0))
+            for a, b in zip(first, last, strict=True)
+        ),
+        "window_bytes_min": min(int(b.get("window_bytes", 0)) for b in last),
     }
 
 
@@ -221,6 +231,8 @@ def attack_row(
         w["nacks_sent"],
         w["rss_before"] / 2**20,
         w["rss_after"] / 2**20,
+        w["window_losses"],
+        w["window_bytes_min"] / 2**10,
     ]
 
 
@@ -243,6 +255,8 @@ ATTACK_COLUMNS = [
     "nacks sent",
     "RSS MiB before (max)",
     "RSS MiB after (max)",
+    "window halvings",
+    "byte window KiB after (min)",
 ]
 
 
@@ -294,6 +308,8 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
                 "cpu": cpu_seconds(n.pid),
                 "rss": rss_bytes(n.pid),
                 "view": st["view"],
+                "window_bytes": engine.get("window_bytes", 0),
+                "window_losses": engine.get("window_losses", 0),
             }
         )
     return out

@@ -95,8 +95,8 @@ def heartbeat_due(last_sent: float, interval: float) -> float:
 class ReliableCounters:
     """Counters the layer bumps (shared with the Node's stats)."""
 
-    __slots__ = ("duplicates", "own_bytes_stable", "own_losses", "retransmissions",
-                 "vertices_released", "vertices_sent")
+    __slots__ = ("duplicates", "loss_signals", "own_bytes_stable", "own_losses",
+                 "retransmissions", "vertices_released", "vertices_sent")
 
     def __init__(self) -> None:
         self.duplicates = 0
@@ -105,6 +105,12 @@ class ReliableCounters:
         self.vertices_sent = 0
         self.own_losses = 0
         """Nacks of our own data vertices (another member missed them): loss signals."""
+        self.loss_signals: dict[int, int] = {}
+        """Members whose nacks of our data are loss signals not yet handed to the send
+        window (member -> how many members besides us the view has, so how many could
+        have nacked): the window judges each member's word against the others'
+        (``flow.SendWindow.on_loss``). The node drains it after every input; one entry
+        per member however many nacks came, so it stays small if nobody drains it."""
         self.own_bytes_stable = 0
         """Bytes of own data vertices that became stable (the window's clock)."""
 
@@ -230,10 +236,14 @@ class ReliableLayer:
             self.acks.report(dg.sender, dg.acks)
         if dg.nacks:
             refused: dict[str, int] = {}
+            counters = self.counters
+            losses = counters.own_losses
             for node, first, last in dg.nacks:
                 reason = self._on_nack(dg.sender, node, first, last, now)
                 if reason is not None:
                     refused[reason] = refused.get(reason, 0) + 1
+            if counters.own_losses != losses:  # one loss signal per nacking datagram
+                counters.loss_signals[dg.sender] = len(self.members) - 1
             for reason, n in refused.items():
                 self._drop(reason, f"{n} nack ranges from {dg.sender}")
         released: list[Vertex] = []

@@ -39,6 +39,8 @@ def _sample(now: float, delivered: int, sent: int, **kw: object) -> dict[str, ob
         "cpu": 0.0,
         "drops": kw.get("drops", {}),
         "rss": kw.get("rss", 0),
+        "window_bytes": kw.get("window_bytes", 0),
+        "window_losses": kw.get("window_losses", 0),
     }
 
 
@@ -54,6 +56,12 @@ def test_window_totals_and_attack_figures() -> None:
         [_sample(5, 450, 40_000, drops={"auth_failed": 10}), _sample(5, 450, 30_000)],
     )
     assert w["drops"] == {"auth_failed": 7}
+    halved = flood.window_totals(
+        [_sample(0, 0, 0, window_losses=2), _sample(0, 0, 0)],
+        [_sample(5, 1, 0, window_losses=5, window_bytes=9000),
+         _sample(5, 1, 0, window_losses=1, window_bytes=4000)],
+    )
+    assert (halved["window_losses"], halved["window_bytes_min"]) == (4, 4000)
     f = flood.attack_figures(base, w, {"bytes": 100_000})
     # baseline: 111.1 bytes/msg and 10,000 bytes/s; window: 450 msgs, 5 s, 70,000 bytes
     assert round(f["excess_bytes_by_msg"]) == 20_000

@@ -34,15 +34,16 @@ def test_the_window_counts_vertices_and_bytes() -> None:
 
 def test_loss_halves_the_byte_window_once_per_holdoff_and_stability_grows_it_back() -> None:
     w = window()
-    w.on_loss(1.0)
+    w.on_loss(1, 1.0, 1)  # the only other member of the view: its word is the group's
     assert w.cwnd == 32_000 and w.losses == 1
-    w.on_loss(1.01)  # the same loss event, heard again
+    w.on_loss(1, 1.01, 1)  # the same loss event, heard again
     assert w.cwnd == 32_000
-    w.on_loss(1.06)
+    w.on_loss(1, 1.06, 1)
     assert w.cwnd == 16_000
     for t in range(10):
-        w.on_loss(2.0 + t)
+        w.on_loss(1, 2.0 + t, 1)
     assert w.cwnd == 4_000  # never below the floor
+    assert w.uncorroborated == 0
     before = w.cwnd
     w.on_stable(4_000)  # one window's worth stabilised: one increase
     assert w.cwnd == before + 2_000
