@@ -218,9 +218,10 @@ class JoinRefused(Event):
 @dataclass(frozen=True, slots=True)
 class NodeIdClaimed(Event):
     """Another daemon announces itself with this daemon's node id, as ``incarnation``
-    (this one is ``mine``): two daemons were started with one id. The group refuses the
-    other one (``JoinRefused`` with ``duplicate_node_id`` there) while this one is a live
-    member; this member reports it, once per such incarnation."""
+    (this one is ``mine``): two daemons were started with one id. While this one is a
+    member of a primary view, it and the group refuse the other one (``JoinRefused``
+    with ``duplicate_node_id`` there); this member reports it, once per such
+    incarnation."""
 
     incarnation: int
     mine: int

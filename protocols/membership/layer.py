@@ -257,8 +257,8 @@ class MembershipLayer:
         self.last_foreign_view = -math.inf
         """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self.repeats_skipped = 0
-        self._claimed_by = durable.incarnation
-        """The latest incarnation of another daemon heard claiming our node id."""
+        self._claims: set[int] = set()
+        """Incarnations of other daemons heard claiming our node id (reported once)."""
         """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
         self._reported_closed: int | None = None
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
@@ -474,8 +474,8 @@ class MembershipLayer:
         sender = dg.sender
         self.noticed_time(now)
         if sender == self.node_id:
-            if dg.incarnation > self.me.incarnation:
-                self._claimed(dg.incarnation, now)
+            if dg.incarnation != self.me.incarnation:
+                self._claimed(dg.incarnation, dg.message, now)
             return  # our own echo, or a previous incarnation's datagram still in flight
         self._version += 1
         msg = dg.message
@@ -490,6 +490,12 @@ class MembershipLayer:
         if peer is None:
             peer = self.peers[sender] = Peer()
             self._version += 1  # a new candidate for ``alive_members``
+        if isinstance(msg, Refuse):
+            # whichever incarnation of its sender we know: a refusal says who is not
+            # a member, and the refused daemon may be the one we took for the sender
+            self._on_refuse(sender, dg.incarnation, msg, now)
+            self.evaluate(now)
+            return
         # (neither a refused incarnation nor a stale one is a sign of the node's life)
         if dg.incarnation == peer.contender:
             self._from_contender(sender, peer, dg.incarnation, msg, now)
@@ -551,13 +557,26 @@ class MembershipLayer:
             self._tell_refused(sender, incarnation, peer.contender_reason,
                                peer.contender_detail, now)
 
-    def _claimed(self, incarnation: int, now: float) -> None:
-        """Another daemon announces itself with our node id (a later incarnation): a
-        configuration mistake. The group refuses it while we are live (``_refuse``); we
-        say so too, once per such incarnation."""
-        if incarnation > self._claimed_by:
-            self._claimed_by = incarnation
+    def _claimed(self, incarnation: int, msg: Message, now: float) -> None:
+        """Another daemon announces itself with our node id: a configuration mistake.
+        (An earlier incarnation's datagram within a suspicion timeout of our start is
+        our previous life's, still in flight.) We say so, once per such incarnation,
+        and, as a member of a primary view, refuse its JOINs ourselves: the other
+        members may not be able to tell which of us is live (a member that restarted,
+        or that was away, may have taken it for us), and a ``Refuse`` from us tells
+        them (``_on_refuse``) as well as it."""
+        if incarnation < self.me.incarnation and now - self.started <= self.cfg.suspect_timeout:
+            return
+        if incarnation not in self._claims:
+            if len(self._claims) >= 16:
+                self._claims.clear()
+            self._claims.add(incarnation)
             self.events.append(NodeIdClaimed(incarnation, self.me.incarnation))
+        if self.primary and isinstance(msg, Join) and not msg.leaving:
+            self._send(Refuse(Member(self.node_id, incarnation), "duplicate_node_id",
+                              f"node {self.node_id} is a live member (incarnation "
+                              f"{self.me.incarnation}); incarnation {incarnation} claims "
+                              "the same id"))
 
     def _check_duplicate(self, sender: int, peer: Peer, now: float) -> None:
         """A member of our view keeps sending while another incarnation asks to join."""
