@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native
+.PHONY: install test lint demo docs bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native
 
 install: $(STAMP)
 
@@ -37,7 +37,7 @@ test: install lint
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	$(MAKE) --no-print-directory test-native
 
-# The protocol core compiled with mypyc (opt-in; README, "A compiled protocol core"):
+# The protocol core compiled with mypyc (opt-in; docs/performance.md, "A compiled protocol core"):
 # `make native` builds it beside the sources, `make pure` removes it. amcastd and the
 # tests refuse a build older than its sources.
 native: install
@@ -48,7 +48,7 @@ pure: install
 	$(PY) deploy/build_native.py --remove
 
 # The same build packed as a platform wheel in dist/ (this Python and platform only), for
-# hosts that pip-install amcast (README, "On a host with systemd").
+# hosts that pip-install amcast (docs/operations.md, "On a host with systemd").
 wheel-native: native
 	$(PY) deploy/build_native.py --wheel dist
 
@@ -66,6 +66,11 @@ test-native: native
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(NATIVE_PROCESS_SELECT) \
 	  $(NATIVE_PROCESS_TESTS); status=$$?; \
 	$(PY) deploy/build_native.py --remove; exit $$status
+
+# The documentation site (mkdocs.yml, docs/) into site/, warnings as errors: a broken
+# internal link or anchor, or a page missing from the nav, fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 DEMO_DIR ?= var/demo
 REPORT_DIR ?= var/demo-report
@@ -95,7 +100,7 @@ deploy-tools:
 
 # The image built and the compose cluster run, over multicast and over unicast, in a
 # private Docker engine (tests/deploy/test_container_cluster.py; root; a few minutes,
-# see the README's Containers section). Not part of `make test`.
+# see docs/operations.md, "Containers"). Not part of `make test`.
 CONTAINER_TOOLS := dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap \
 	prometheus:prometheus nsenter:util-linux
 
@@ -130,4 +135,4 @@ fuzz: install
 	$(PY) -m fuzz.campaign --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site

@@ -12,7 +12,7 @@ deletes the extension modules, the shared library and the manifest.
 
 ``--wheel DIR`` (``make wheel-native``) packs that build into a platform wheel for
 hosts that install a wheel rather than run from the repository (the systemd recipe of
-the README): it builds the ordinary wheel from the tracked files, adds the extension
+docs/operations.md): it builds the ordinary wheel from the tracked files, adds the extension
 modules beside their sources, the manifest, and the shared library at the wheel's root
 (site-packages, where the extension modules import it by name), and retags the wheel
 for this interpreter and platform (``cp311-cp311-linux_x86_64``), with a new ``RECORD``.

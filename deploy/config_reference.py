@@ -1,10 +1,10 @@
-"""Print the configuration reference (a markdown table) for the README.
+"""Print the configuration reference (a markdown table) for docs/operations.md.
 
 Keys and defaults come from the pydantic model (``amcast.daemon.config.DaemonConfig``) and the
 engine's ``NodeConfig`` (the ``[protocol]`` table); the meaning and unit of each key come
 from the comment above it in ``config/amcastd.toml``, the documented default file. A test
 (tests/deploy/test_config_reference.py) checks that every key is documented and that the
-README's table is this script's output, so neither can drift.
+table in docs/operations.md is this script's output, so neither can drift.
 
     python deploy/config_reference.py
 """

@@ -1,4 +1,4 @@
-"""Dependencies point one way (ARCHITECTURE.md, "One import name").
+"""Dependencies point one way (docs/architecture.md, "The rules of the house").
 
 Every module of the installed namespace is mapped to a *unit*; imports between units must
 follow the allowed edges below, and no module may import the bare top-level names that

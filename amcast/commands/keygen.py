@@ -1,6 +1,6 @@
 """``amcast keygen``: make the group key file, add a key for a rollover, retire old keys.
 
-The rolling key change, without downtime (README, "Keys and rotation"):
+The rolling key change, without downtime (docs/operations.md, "Keys and rotation"):
 
 1. ``amcast keygen --rotate -f KEYFILE`` on one node, copy the file to every node, reload
    each daemon (``systemctl reload amcastd`` or SIGHUP). Until every live peer holds the

@@ -1,6 +1,6 @@
 """What a daemon must remember across a restart: incarnation, ballots, the latest view.
 
-View ids never repeat, not even across a restart of the whole cluster (ARCHITECTURE.md,
+View ids never repeat, not even across a restart of the whole cluster (docs/architecture.md,
 layer 4), and an acceptor that promised or accepted must not forget it (or two
 coordinators could decide different successors of one view, Paxos' acceptor rule).
 This record is small and changes only at view changes; the Node hands it out

@@ -7,7 +7,7 @@ deliver the roots in processor-id order, section 2) ignores phi. A bad phi is a
 ``ConfigurationError`` raised before any message is ordered.
 
 Variants listed in ``UNSAFE_RULES`` violate the safety properties as written in the
-paper; the property tests keep the counterexamples (see README, "Safety of the rules").
+paper; the property tests keep the counterexamples (docs/design/ordering.md, "Safety of the rules").
 They run only with ``allow_unsafe=True`` (the simulator, to measure them), never in the
 daemon.
 """

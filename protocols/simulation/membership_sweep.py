@@ -6,7 +6,7 @@ network faults (``faults.random_plan``); nodes form their first view themselves 
 agreed bootstrap), senders keep submitting through the faults, and after the last fault
 the run goes on until every live node is in one view and has delivered everything a
 live process sent (or a deadline, which the liveness checker then reports).
-``run_membership_sweep`` aggregates the counts the README and the issue ask for
+``run_membership_sweep`` aggregates the counts docs/design/membership.md reports
 (faults injected by kind, views installed, crash-restarts, messages in doubt) and lists
 the first violations.
 """

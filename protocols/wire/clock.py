@@ -22,7 +22,7 @@ module turns that from a guess into a figure:
 
 ``ClockWatch.offsets`` gives per listed peer heard within ``HORIZON_MS`` its offset in
 seconds and whether its datagrams are refused; the daemon turns that into a gauge, a
-status column, a log warning and a health problem (README, *Sealed datagrams*).
+status column, a log warning and a health problem (docs/operations.md, *Sealed datagrams*).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ authentic datagrams create state (the caller checks the tag first), so an attack
 without a key cannot fill the table; if key holders do (more than ``max_sessions``
 restarts within the window), the least recently heard session is evicted and counted.
 
-What is not covered (the README's security section says it too): a daemon that restarts
+What is not covered (docs/operations.md, *Replay protection*, says it too): a daemon that restarts
 forgets what it admitted. For ``window_s`` after its start it may admit, once, a datagram
 that was sent in the ``window_s`` before its start. Such a datagram is a genuine one
 from a live or recent session, indistinguishable from a late network duplicate, which

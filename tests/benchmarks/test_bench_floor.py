@@ -1,7 +1,7 @@
 """``amcast bench floor``, shortened: the bare processes run a lone message's pattern
 (every message comes back to the sender with its votes, through the clients or
-embedded), and the report sets amcast beside the floor (the figures are for the
-README)."""
+embedded), and the report sets amcast beside the floor (the figures are for
+docs/performance.md)."""
 
 from __future__ import annotations
 

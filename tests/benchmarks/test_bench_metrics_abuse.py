@@ -1,6 +1,6 @@
 """``amcast bench metrics-abuse`` on a real daemon, shortened: the report's shape, and
 that the attacks cost the daemon no thread and are refused and counted where the
-endpoint says (the figures themselves are for the README, not asserted here)."""
+endpoint says (the figures themselves are for docs/operations.md, not asserted here)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Daemons whose wall clocks disagree (README, *Sealed datagrams*; ``wire.clock``).
+"""Daemons whose wall clocks disagree (docs/operations.md, *Sealed datagrams*; ``wire.clock``).
 
 Three sealed daemons in one event loop, each with its own wall clock: node 1's is 5 s
 ahead (within ``replay_window``, 30 s: nothing changes but the figure) and node 2's 61 s

@@ -109,8 +109,8 @@ def test_delivery_event_reports_votes_and_activation() -> None:
 
 
 def test_one_default_rule_everywhere() -> None:
-    """NodeConfig, OrderingConfig, the daemon's config, config/amcastd.toml and the README
-    name the same default delivery rule."""
+    """NodeConfig, OrderingConfig, the daemon's config, config/amcastd.toml and the rule
+    table of docs/design/ordering.md name the same default delivery rule."""
     import re
     from pathlib import Path
 
@@ -125,8 +125,8 @@ def test_one_default_rule_everywhere() -> None:
     assert daemon.rule == DEFAULT_RULE.value
     toml = (root / "config" / "amcastd.toml").read_text()
     assert re.search(r'^# rule = "(\w+)"$', toml, re.M).group(1) == DEFAULT_RULE.value
-    readme = (root / "README.md").read_text()
-    defaults = re.findall(r"^\| `(\w+)` \|[^\n]*\(default\) \|", readme, re.M)
+    page = (root / "docs" / "design" / "ordering.md").read_text()
+    defaults = re.findall(r"^\| `(\w+)` \|[^\n]*\(default\) \|", page, re.M)
     assert defaults == [DEFAULT_RULE.value]
 
 

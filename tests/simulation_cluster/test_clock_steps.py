@@ -7,7 +7,7 @@ node's host clock steps by 35 to 120 s, ahead or behind (seven seeds in ten), or
 times in ten the node restarts during the step, writing its state and incarnation on
 the wrong clock. Beyond the window it and the others refuse each other's datagrams as
 ``stale``/``future``: it is excluded like a silent member and taken in again once its
-clock is right. Every property holds, liveness after the step included (README,
+clock is right. Every property holds, liveness after the step included (docs/operations.md,
 *Sealed datagrams*: whose clock, and by how much).
 """
 
