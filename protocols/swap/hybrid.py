@@ -1,0 +1,125 @@
+"""The hybrid of section 6.1 of *Ordered Multicast and Distributed Swap*: a combining
+tree whose root is a group R of nodes running the arrow protocol (a "virtual root").
+
+R is a connected part of the spanning tree T; its arrow links run over T's edges inside
+R and lead to one sink of R holding ⊥. Every node outside R is a combining node whose
+parent is its next hop toward R. A combined request swap(u, a, b) that reaches a member
+x of R starts an arrow swap there: x becomes a sink holding b and the request carries
+m_a along the arrows to the previous sink, whose value is a's predecessor. Requests
+from below combine on the way up as in section 5; inside R they spread over many
+members, so the root is no longer one node: with R = T this is the arrow multicast,
+with |R| = 1 it is the combining multicast.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from .arrow import ArrowNode
+from .combining import CombiningConfig, CombiningNode
+from .messages import ArrowSwap, CombineSwap, Datagram, MsgId, SwapEvent
+from .tree import SpanningTree
+
+
+@dataclass(frozen=True, slots=True)
+class HybridConfig:
+    root_group: tuple[int, ...]
+    sink: int | None = None
+    """The member of R holding ⊥ at the start (default: R's first)."""
+    combining: CombiningConfig = field(default_factory=CombiningConfig)
+
+
+class HybridNode:
+    def __init__(self, node_id: int, arrow: ArrowNode | None, combining: CombiningNode | None):
+        assert (arrow is None) != (combining is None)
+        self.id = node_id
+        self.arrow = arrow
+        self.combining = combining
+
+    def next_deadline(self) -> float | None:
+        return self.combining.next_deadline() if self.combining else None
+
+    def swap(self, now: float, msg_id: MsgId, payload: bytes = b"") -> list[SwapEvent]:
+        if self.arrow is not None:
+            return self.arrow.swap(now, msg_id, payload)
+        assert self.combining is not None
+        return self.combining.swap(now, msg_id, payload)
+
+    def on_datagram(self, now: float, src: int, datagram: Datagram) -> list[SwapEvent]:
+        if self.arrow is not None:
+            if isinstance(datagram, ArrowSwap):
+                return self.arrow.on_datagram(now, src, datagram)
+            return self.arrow.swap(
+                now, datagram.head, datagram.payload, tail=datagram.tail, hops=datagram.hops
+            )
+        assert self.combining is not None and isinstance(datagram, CombineSwap)
+        return self.combining.on_datagram(now, src, datagram)
+
+    def tick(self, now: float) -> list[SwapEvent]:
+        return self.combining.tick(now) if self.combining else []
+
+
+def initial_nodes(tree: SpanningTree, config: HybridConfig) -> dict[int, HybridNode]:
+    group = set(config.root_group)
+    if not group:
+        raise ValueError("the virtual root needs at least one member")
+    sink = config.sink if config.sink is not None else config.root_group[0]
+    # arrows inside R toward the sink (R must be connected in T)
+    link = {sink: sink}
+    queue = deque([sink])
+    while queue:
+        u = queue.popleft()
+        for v in tree.neighbours(u):
+            if v in group and v not in link:
+                link[v] = u
+                queue.append(v)
+    if set(link) != group:
+        raise ValueError("the virtual root must be a connected part of the tree")
+    # parents outside R: the next hop toward R
+    parent: dict[int, int] = {}
+    queue = deque(sorted(group))
+    seen = set(group)
+    while queue:
+        u = queue.popleft()
+        for v in tree.neighbours(u):
+            if v not in seen:
+                seen.add(v)
+                parent[v] = u
+                queue.append(v)
+    nodes: dict[int, HybridNode] = {}
+    for n in tree.nodes:
+        if n in group:
+            nodes[n] = HybridNode(n, ArrowNode(n, link[n], virtual_root=True), None)
+        else:
+            nodes[n] = HybridNode(n, None, CombiningNode(n, parent[n], config.combining))
+    return nodes
+
+
+def join(
+    nodes: dict[int, HybridNode], tree: SpanningTree, node_id: int, attach_to: int
+) -> HybridNode:
+    """Section 6.2's join: a combining leaf under ``attach_to`` (in R or not)."""
+    tree.add_leaf(node_id, attach_to)
+    other = nodes[attach_to].combining
+    config = other.config if other is not None else CombiningConfig()
+    nodes[node_id] = HybridNode(node_id, None, CombiningNode(node_id, attach_to, config))
+    return nodes[node_id]
+
+
+def leave(nodes: dict[int, HybridNode], tree: SpanningTree, node_id: int) -> int:
+    """A node outside R (holding no request) leaves: its children move to its parent.
+    Members of R leave through the arrow's leave (not wired here)."""
+    u = nodes[node_id].combining
+    if u is None:
+        raise NotImplementedError("a member of the virtual root leaves by the arrow's rules")
+    if u.pending:
+        raise ValueError(f"{node_id} still holds requests")
+    assert u.parent is not None
+    for c in tree.neighbours(node_id):
+        child = nodes[c].combining
+        if c != u.parent and child is not None:
+            child.parent = u.parent
+    tree.contract(node_id, u.parent)
+    del nodes[node_id]
+    return u.parent
