@@ -63,7 +63,7 @@ def test_a_swap_crosses_at_most_the_diameter() -> None:
 
 
 def test_a_single_sender_needs_no_swap_traffic_after_its_first_message() -> None:
-    tree, nodes = figure_1()
+    _, nodes = figure_1()
     first = nodes[V].swap(0.0, (V, 0))
     assert isinstance(first[0], Send)  # travels once to the initial sink...
     # ... but v is a sink from now on: every later swap is local, in flight or not
