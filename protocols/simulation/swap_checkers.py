@@ -7,9 +7,10 @@ run on every simulated run by ``swap_cluster.simulate``:
   predecessor is known (section 4; for combining and the hybrid, the path up the tree
   is a tree path too);
 - single sender (arrow, section 6.1): one sender costs no swap datagram once it is the
-  sink: the whole run costs at most its distance to the initial sink;
-- through the root (combining and hybrid, sections 5 and 6.1): every swap datagram goes
-  from a child to its parent (or inside the virtual root), and every message is resolved
+  sink: the whole run costs at most its distance to the initial sink (and one reply);
+- through the root (combining and hybrid, sections 5 and 6.1): every swap request goes
+  from a child to its parent (or inside the virtual root; replies to an origin aside),
+  and every message is resolved
   by the root or combined into a request that the root resolved;
 - total order: any two members deliver their common messages in the same order;
 - agreement: every member delivers, or reports as a named gap, every message multicast
@@ -60,7 +61,7 @@ def through_root(trace: SwapTrace) -> list[str]:
     out = [
         f"swap datagram {r.src}->{r.dst} does not go toward the root"
         for r in trace.swaps
-        if not r.toward_root
+        if not r.toward_root and not r.reply
     ][:3]
     by_id = {r.event.ordered.msg_id: r.event for r in trace.multicasts}
     for mid, ev in by_id.items():

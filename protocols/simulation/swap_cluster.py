@@ -40,6 +40,7 @@ from amcast.protocols.swap.messages import (
     Ordered,
     Send,
     SwapEvent,
+    SwapReply,
 )
 from amcast.protocols.swap.tree import Shape, SpanningTree
 
@@ -75,6 +76,8 @@ class SwapSimConfig:
     """Hybrid: the virtual root R (default: the centre and up to two neighbours)."""
     window: float = 0.001
     """Combining: how long a node holds requests to combine them."""
+    reply: bool = False
+    """The reply variant: the predecessor goes back to the origin, which multicasts."""
     swap_link: LinkFaults = field(default_factory=LinkFaults)
     data: NetworkConfig = field(default_factory=NetworkConfig)
     changes: tuple[Join | Leave, ...] = ()
@@ -87,6 +90,8 @@ class SwapDatagramRecord:
     dst: int
     toward_root: bool
     """Combining and hybrid: the datagram goes to the sender's parent or inside R."""
+    reply: bool = False
+    """A ``SwapReply`` to a message's origin (the reply variant)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +135,15 @@ class _Sim:
         self.nodes: dict[int, Any]
         self.group: set[int] = set()
         if config.mode == "arrow":
-            self.nodes = arrow.initial_nodes(self.tree, self.sink)
+            self.nodes = arrow.initial_nodes(self.tree, self.sink, config.reply)
         elif config.mode == "combining":
             self.nodes = combining.initial_nodes(
-                self.tree, self.sink, CombiningConfig(config.window)
+                self.tree, self.sink, CombiningConfig(config.window, config.reply)
             )
         else:
             group = config.root_group or (centre, *self.tree.neighbours(centre)[:2])
             self.group = set(group)
-            hc = HybridConfig(tuple(group), None, CombiningConfig(config.window))
+            hc = HybridConfig(tuple(group), None, CombiningConfig(config.window, config.reply))
             self.nodes = hybrid.initial_nodes(self.tree, hc)
         self.buffers = {m: DeliveryBuffer(m) for m in members}
         self.net = SimNetwork(config.data, members, self.rng)
@@ -184,7 +189,8 @@ class _Sim:
         toward = self.parent_of(ev.src) == ev.dst or (
             ev.src in self.group and ev.dst in self.group
         )
-        self.trace.swaps.append(SwapDatagramRecord(self.now, ev.src, ev.dst, toward))
+        reply = isinstance(ev.datagram, SwapReply)
+        self.trace.swaps.append(SwapDatagramRecord(self.now, ev.src, ev.dst, toward, reply))
         if isinstance(ev.datagram, ArrowSwap):
             self.in_flight += 1
         self.push(arrival, "swap", ev.src, ev.dst, ev.datagram)
@@ -299,9 +305,10 @@ class _Sim:
         self.trace.final_members = tuple(sorted(self.buffers))
         senders = {s for epoch in self.trace.senders_per_epoch for s in epoch}
         if self.config.mode == "arrow" and len(senders) == 1:
-            self.trace.single_sender_budget = SpanningTree.shaped(
+            way = SpanningTree.shaped(
                 list(range(self.config.n)), self.config.shape, self.config.fanout
             ).distance(next(iter(senders)), self.sink)
+            self.trace.single_sender_budget = way + (1 if self.config.reply and way else 0)
         return self.trace
 
 

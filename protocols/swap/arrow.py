@@ -7,11 +7,12 @@ any node leads to a sink; initially one sink holds ⊥. To multicast m, node v s
 swap(id(m)): it sends the request (carrying m) to ``link(v)`` and becomes a sink holding
 id(m). A node that receives the request from u flips its link to u; if it was not a
 sink it forwards the request along its old link, otherwise its value is m's immediate
-predecessor and it multicasts <value, m> at once (the paper's multicast variant: the
-sink does not reply to the origin). A request crosses at most diameter(T) links, and a
-node that sends alone stays the sink after its first message: its later swaps are local
-and cost no datagram. While k requests are in flight there are 1 + k sinks (every origin
-becomes one before its request finds the old one); at rest there is exactly one.
+predecessor and it multicasts <value, m> at once (the paper's multicast variant; with
+``reply=True`` it returns the value to the origin, which multicasts: ``outbox.py``).
+A request crosses at most diameter(T) links, and a node that sends alone stays the
+sink after its first message: its later swaps are local and cost no datagram. While k
+requests are in flight there are 1 + k sinks (every origin becomes one before its
+request finds the old one); at rest there is exactly one.
 
 Joins and leaves (section 6.2) are local. A joiner attaches as a leaf of any member and
 points its link at it. A leave needs the leaver's links quiet (the paper's "lock the
@@ -31,7 +32,8 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import replace
 
-from .messages import BOTTOM, ArrowSwap, MsgId, Multicast, Ordered, Send, SwapEvent
+from .messages import BOTTOM, ArrowSwap, MsgId, Send, SwapEvent, SwapReply
+from .outbox import Outbox
 from .tree import SpanningTree
 
 
@@ -39,13 +41,19 @@ class ArrowNode:
     """One node's arrow state: ``link`` and ``value`` (section 4)."""
 
     def __init__(
-        self, node_id: int, link: int, value: MsgId | None = BOTTOM, virtual_root: bool = False
+        self,
+        node_id: int,
+        link: int,
+        value: MsgId | None = BOTTOM,
+        virtual_root: bool = False,
+        reply: bool = False,
     ) -> None:
         self.id = node_id
         self.link = link
         self.value: MsgId | None = value
         self.virtual_root = virtual_root
         """Set in the hybrid: its resolutions count as the (virtual) root's."""
+        self.outbox = Outbox(node_id, reply)
 
     @property
     def is_sink(self) -> bool:
@@ -58,32 +66,45 @@ class ArrowNode:
         payload: bytes = b"",
         tail: MsgId | None = None,
         hops: int = 0,
+        origin: int | None = None,
     ) -> list[SwapEvent]:
         """Start swap(``tail``) for m (``tail`` defaults to id(m); the hybrid passes the
-        last id of a combined request). ``hops`` already crossed before this node."""
+        last id of a combined request, its ``origin`` and the ``hops`` it already
+        crossed)."""
         swapped_in = msg_id if tail is None else tail
+        origin = self.id if origin is None else origin
+        if origin == self.id:
+            self.outbox.started(msg_id, payload)
         if self.is_sink:
             pred, self.value = self.value, swapped_in
-            return [self._resolved(msg_id, payload, pred, hops)]
+            return [self._resolved(origin, msg_id, payload, pred, hops)]
         dst, self.link, self.value = self.link, self.id, swapped_in
-        return [Send(self.id, dst, ArrowSwap(self.id, msg_id, payload, hops + 1))]
+        return [Send(self.id, dst, ArrowSwap(origin, msg_id, payload, hops + 1))]
 
-    def on_datagram(self, now: float, src: int, datagram: ArrowSwap) -> list[SwapEvent]:
+    def on_datagram(
+        self, now: float, src: int, datagram: ArrowSwap | SwapReply
+    ) -> list[SwapEvent]:
+        if isinstance(datagram, SwapReply):
+            return [self.outbox.on_reply(datagram)]
         nxt, self.link = self.link, src
         if nxt == self.id:
             pred, self.value = self.value, BOTTOM  # no longer a sink: value is stale
-            return [self._resolved(datagram.msg_id, datagram.payload, pred, datagram.hops)]
+            d = datagram
+            return [self._resolved(d.origin, d.msg_id, d.payload, pred, d.hops)]
         return [Send(self.id, nxt, replace(datagram, hops=datagram.hops + 1))]
 
-    def _resolved(self, msg_id: MsgId, payload: bytes, pred: MsgId | None, hops: int) -> Multicast:
-        return Multicast(self.id, Ordered(pred, msg_id, payload), hops, by_root=self.virtual_root)
+    def _resolved(
+        self, origin: int, msg_id: MsgId, payload: bytes, pred: MsgId | None, hops: int
+    ) -> SwapEvent:
+        return self.outbox.resolved(origin, msg_id, payload, pred, hops,
+                                    by_root=self.virtual_root)
 
 
-def initial_nodes(tree: SpanningTree, sink: int) -> dict[int, ArrowNode]:
+def initial_nodes(tree: SpanningTree, sink: int, reply: bool = False) -> dict[int, ArrowNode]:
     """Every link points toward ``sink``, which holds ⊥."""
     parents = tree.parents(sink)
     return {
-        n: ArrowNode(n, n if p is None else p) for n, p in parents.items()
+        n: ArrowNode(n, n if p is None else p, reply=reply) for n, p in parents.items()
     }
 
 
@@ -96,7 +117,7 @@ def join(
 ) -> ArrowNode:
     """Section 6.2: ``node_id`` links itself as a leaf next to ``attach_to`` and points at it."""
     tree.add_leaf(node_id, attach_to)
-    nodes[node_id] = ArrowNode(node_id, attach_to)
+    nodes[node_id] = ArrowNode(node_id, attach_to, reply=nodes[attach_to].outbox.reply)
     return nodes[node_id]
 
 

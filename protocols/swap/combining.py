@@ -12,7 +12,9 @@ receives for ``CombiningConfig.window`` seconds after the first one (0: only req
 handled at the same instant combine) and forwards them, combined, on ``tick(now)``
 (``next_deadline`` says when). Every swap datagram goes from a child to its parent and
 every request ends at the root: all swap traffic passes through the root, even with a
-single sender (section 6.1). The root's own multicasts swap directly.
+single sender (section 6.1). The root's own multicasts swap directly. With
+``reply=True`` the node that finds a predecessor returns it to the message's origin,
+which multicasts (``outbox.py``).
 
 Joins (section 6.2) attach a leaf under any member; a leave (with the leaver holding no
 request) hands its children to its parent, or, for the root, hands ``value(r)`` and the
@@ -24,7 +26,8 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from dataclasses import dataclass, replace
 
-from .messages import BOTTOM, CombineSwap, MsgId, Multicast, Ordered, Send, SwapEvent
+from .messages import BOTTOM, CombineSwap, MsgId, Send, SwapEvent, SwapReply
+from .outbox import Outbox
 from .tree import SpanningTree
 
 
@@ -32,6 +35,8 @@ from .tree import SpanningTree
 class CombiningConfig:
     window: float = 0.0
     """How long a non-root node holds requests to combine them, seconds."""
+    reply: bool = False
+    """Return the predecessor to the origin, which multicasts (``outbox.py``)."""
 
 
 class CombiningNode:
@@ -49,6 +54,7 @@ class CombiningNode:
         """Meaningful at the root only."""
         self.pending: list[CombineSwap] = []
         self._deadline: float | None = None
+        self.outbox = Outbox(node_id, self.config.reply)
 
     @property
     def is_root(self) -> bool:
@@ -58,9 +64,14 @@ class CombiningNode:
         return self._deadline
 
     def swap(self, now: float, msg_id: MsgId, payload: bytes = b"") -> list[SwapEvent]:
+        self.outbox.started(msg_id, payload)
         return self._accept(now, CombineSwap(self.id, msg_id, payload, msg_id, 0))
 
-    def on_datagram(self, now: float, src: int, datagram: CombineSwap) -> list[SwapEvent]:
+    def on_datagram(
+        self, now: float, src: int, datagram: CombineSwap | SwapReply
+    ) -> list[SwapEvent]:
+        if isinstance(datagram, SwapReply):
+            return [self.outbox.on_reply(datagram)]
         return self._accept(now, datagram)
 
     def _accept(self, now: float, request: CombineSwap) -> list[SwapEvent]:
@@ -73,8 +84,8 @@ class CombiningNode:
 
     def _at_root(self, request: CombineSwap) -> list[SwapEvent]:
         pred, self.value = self.value, request.tail
-        ordered = Ordered(pred, request.head, request.payload)
-        return [Multicast(self.id, ordered, request.hops, by_root=True)]
+        r = request
+        return [self.outbox.resolved(r.origin, r.head, r.payload, pred, r.hops, by_root=True)]
 
     def tick(self, now: float) -> list[SwapEvent]:
         """Forward the held requests, combined, once the window has passed."""
@@ -85,8 +96,9 @@ class CombiningNode:
         events: list[SwapEvent] = []
         tail = first.tail
         for r in requests[1:]:
-            ordered = Ordered(tail, r.head, r.payload)
-            events.append(Multicast(self.id, ordered, r.hops, via=first.head))
+            events.append(
+                self.outbox.resolved(r.origin, r.head, r.payload, tail, r.hops, via=first.head)
+            )
             tail = r.tail
         combined = replace(first, tail=tail, hops=first.hops + 1)
         assert self.parent is not None

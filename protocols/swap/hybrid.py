@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .arrow import ArrowNode
 from .combining import CombiningConfig, CombiningNode
-from .messages import ArrowSwap, CombineSwap, Datagram, MsgId, SwapEvent
+from .messages import ArrowSwap, Datagram, MsgId, SwapEvent, SwapReply
 from .tree import SpanningTree
 
 
@@ -48,12 +48,12 @@ class HybridNode:
 
     def on_datagram(self, now: float, src: int, datagram: Datagram) -> list[SwapEvent]:
         if self.arrow is not None:
-            if isinstance(datagram, ArrowSwap):
+            if isinstance(datagram, ArrowSwap | SwapReply):
                 return self.arrow.on_datagram(now, src, datagram)
-            return self.arrow.swap(
-                now, datagram.head, datagram.payload, tail=datagram.tail, hops=datagram.hops
-            )
-        assert self.combining is not None and isinstance(datagram, CombineSwap)
+            d = datagram
+            return self.arrow.swap(now, d.head, d.payload, tail=d.tail, hops=d.hops,
+                                   origin=d.origin)
+        assert self.combining is not None and not isinstance(datagram, ArrowSwap)
         return self.combining.on_datagram(now, src, datagram)
 
     def tick(self, now: float) -> list[SwapEvent]:
@@ -90,7 +90,8 @@ def initial_nodes(tree: SpanningTree, config: HybridConfig) -> dict[int, HybridN
     nodes: dict[int, HybridNode] = {}
     for n in tree.nodes:
         if n in group:
-            nodes[n] = HybridNode(n, ArrowNode(n, link[n], virtual_root=True), None)
+            arrow = ArrowNode(n, link[n], virtual_root=True, reply=config.combining.reply)
+            nodes[n] = HybridNode(n, arrow, None)
         else:
             nodes[n] = HybridNode(n, None, CombiningNode(n, parent[n], config.combining))
     return nodes
@@ -102,7 +103,11 @@ def join(
     """Section 6.2's join: a combining leaf under ``attach_to`` (in R or not)."""
     tree.add_leaf(node_id, attach_to)
     other = nodes[attach_to].combining
-    config = other.config if other is not None else CombiningConfig()
+    if other is not None:
+        config = other.config
+    else:
+        arrow = nodes[attach_to].arrow
+        config = CombiningConfig(reply=arrow is not None and arrow.outbox.reply)
     nodes[node_id] = HybridNode(node_id, None, CombiningNode(node_id, attach_to, config))
     return nodes[node_id]
 

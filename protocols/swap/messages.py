@@ -54,7 +54,21 @@ class CombineSwap:
     hops: int
 
 
-Datagram = ArrowSwap | CombineSwap
+@dataclass(frozen=True, slots=True)
+class SwapReply:
+    """The reply variant (``reply=True``): the node that found m's predecessor returns
+    it to m's origin, as the swap of section 3 returns its value, and the origin
+    multicasts <pred, m> itself (what a reliable layer numbering each origin's stream
+    needs). ``hops``, ``via`` and ``by_root`` are those of the resolution."""
+
+    msg_id: MsgId
+    pred: MsgId | None
+    hops: int
+    via: MsgId | None = None
+    by_root: bool = False
+
+
+Datagram = ArrowSwap | CombineSwap | SwapReply
 
 
 @dataclass(frozen=True, slots=True)

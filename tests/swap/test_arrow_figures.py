@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from amcast.protocols.swap import arrow
 from amcast.protocols.swap.delivery import DeliveryBuffer
-from amcast.protocols.swap.messages import BOTTOM, ArrowSwap, Multicast, Ordered, Send
+from amcast.protocols.swap.messages import BOTTOM, ArrowSwap, Multicast, Ordered, Send, SwapReply
 from amcast.protocols.swap.tree import SpanningTree
 
 U, X, V, W = 0, 1, 2, 3
@@ -133,3 +133,25 @@ def test_the_last_member_cannot_leave() -> None:
     nodes = arrow.initial_nodes(tree, 5)
     with pytest.raises(ValueError):
         arrow.leave(nodes, tree, 5)
+
+
+def test_figures_1_to_5_in_the_reply_variant() -> None:
+    """The sink returns the predecessor to the origin, which multicasts <pred, m>."""
+    tree = SpanningTree([U, X, V, W], [(U, X), (X, V), (X, W)])
+    nodes = arrow.initial_nodes(tree, U, reply=True)
+    [s1] = nodes[V].swap(0.0, M1, b"m1")
+    [s2] = nodes[W].swap(0.0, M2, b"m2")
+    [f1] = nodes[X].on_datagram(0.1, V, s1.datagram)  # type: ignore[union-attr,arg-type]
+    [f2] = nodes[X].on_datagram(0.2, W, s2.datagram)  # type: ignore[union-attr,arg-type]
+    [r1] = nodes[U].on_datagram(0.3, X, f1.datagram)  # type: ignore[union-attr,arg-type]
+    [r2] = nodes[V].on_datagram(0.3, X, f2.datagram)  # type: ignore[union-attr,arg-type]
+    assert r1 == Send(U, V, SwapReply(M1, BOTTOM, 2))  # u replies ⊥ to v
+    assert r2 == Send(V, W, SwapReply(M2, M1, 2))  # v replies id(m1) to w
+    [o1] = nodes[V].on_datagram(0.4, U, r1.datagram)  # type: ignore[union-attr,arg-type]
+    [o2] = nodes[W].on_datagram(0.4, V, r2.datagram)  # type: ignore[union-attr,arg-type]
+    assert o1 == Multicast(V, Ordered(BOTTOM, M1, b"m1"), 2)
+    assert o2 == Multicast(W, Ordered(M1, M2, b"m2"), 2)
+    assert arrow.sinks(nodes) == [W] and nodes[W].value == M2
+    # the lone sender's own swaps stay local in the reply variant too
+    [local] = nodes[W].swap(0.5, (W, 1), b"m3")
+    assert local == Multicast(W, Ordered(M2, (W, 1), b"m3"), 0)

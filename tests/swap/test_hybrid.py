@@ -25,7 +25,7 @@ def test_a_combined_request_enters_the_arrow_at_the_virtual_root() -> None:
     assert s == Send(3, 1, CombineSwap(3, (3, 0), b"a", (3, 0), 1))
     # at 1 (in R) the request becomes an arrow swap toward the sink 0
     [a] = nodes[1].on_datagram(0.1, 3, s.datagram)  # type: ignore[union-attr]
-    assert a == Send(1, 0, ArrowSwap(1, (3, 0), b"a", 2))
+    assert a == Send(1, 0, ArrowSwap(3, (3, 0), b"a", 2))  # origin: the message's
     [m] = nodes[0].on_datagram(0.2, 1, a.datagram)  # type: ignore[union-attr]
     assert m == Multicast(0, m.ordered, 2, by_root=True) and m.ordered.pred is BOTTOM
     assert nodes[1].arrow is not None and nodes[1].arrow.is_sink

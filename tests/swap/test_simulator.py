@@ -51,6 +51,15 @@ def test_sweep_lossy_reordering_network_gives_total_order_with_gaps(mode: str, s
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_sweep_reply_variant(mode: str) -> None:
+    cfg = SwapSimConfig(mode=mode, n=8, data=LOSSY, reply=True)  # type: ignore[arg-type]
+    assert sweep(cfg, range(60)) == {}
+    trace = run_trace(cfg, 0)
+    assert any(r.reply for r in trace.swaps)
+    assert all(r.event.at == r.event.ordered.msg_id[0] for r in trace.multicasts)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_sweep_with_joins_and_leaves(mode: str) -> None:
     leaves = (Leave(4), Leave(6)) if mode == "hybrid" else (Leave(4), Leave(0), Leave(3))
     cfg = SwapSimConfig(mode=mode, changes=(Join(7, 3), *leaves, Join(8, 7)))  # type: ignore[arg-type]
@@ -68,6 +77,8 @@ def test_single_sender_arrow_costs_at_most_the_way_to_the_sink(sender: int) -> N
     assert len(trace.swaps) == abs(sender - 3)  # the path's centre is the initial sink
     if sender == 3:
         assert trace.swaps == []  # no swap datagram at all
+    replied = simulate(replace(cfg, reply=True), 5)
+    assert replied.violations == [] and len(replied.swaps) == len(trace.swaps) + (sender != 3)
 
 
 def test_single_sender_combining_pays_the_root_every_time() -> None:
