@@ -10,7 +10,9 @@ not used). The <pred, m> multicasts go through ``SimNetwork`` with ``data``'s fa
 duplicates and reordering are absorbed by the buffers; a lost copy is never repaired,
 which is how failures reach the members as "total order with gaps" (section 6.3): when
 the network drains, each member learns the ordering header of every copy it lost from
-its multicaster, and reports the gap where it was.
+its multicaster, and reports the gap where it was. A multicast that vanishes
+(``vanish``: its sender failed before sending it) leaves no header anywhere: the
+members skip it ("one or more missing") once the network has drained.
 
 A run is a sequence of epochs. In each, every sender multicasts ``messages`` messages
 at exponential intervals and the network drains; between epochs one membership change
@@ -80,6 +82,10 @@ class SwapSimConfig:
     """The reply variant: the predecessor goes back to the origin, which multicasts."""
     swap_link: LinkFaults = field(default_factory=LinkFaults)
     data: NetworkConfig = field(default_factory=NetworkConfig)
+    vanish: float = 0.0
+    """Probability that a multicast reaches nobody and its header is known to nobody (its
+    sender failed between the swap and the multicast): members skip it when the network
+    drains, "one or more messages missing"."""
     changes: tuple[Join | Leave, ...] = ()
 
 
@@ -121,6 +127,8 @@ class SwapTrace:
     """member -> index in ``multicasts`` from which it must deliver (joiners)."""
     final_members: tuple[int, ...] = ()
     data_loss: bool = False
+    vanished: set[MsgId] = field(default_factory=set)
+    """Messages that reached nobody (``SwapSimConfig.vanish``)."""
     violations: list[str] = field(default_factory=list)
 
 
@@ -148,7 +156,7 @@ class _Sim:
         self.buffers = {m: DeliveryBuffer(m) for m in members}
         self.net = SimNetwork(config.data, members, self.rng)
         self.trace = SwapTrace(config.mode, initial_sink=self.sink)
-        self.trace.data_loss = config.data.default.loss > 0 or any(
+        self.trace.data_loss = config.vanish > 0 or config.data.default.loss > 0 or any(
             f.loss > 0 for f in config.data.links.values()
         )
         self.trace.deliveries = {m: [] for m in members}
@@ -198,6 +206,9 @@ class _Sim:
     def multicast(self, ev: Multicast) -> None:
         bound = self.tree.diameter()
         self.trace.multicasts.append(MulticastRecord(self.now, ev, bound))
+        if self.config.vanish and self.rng.random() < self.config.vanish:
+            self.trace.vanished.add(ev.ordered.msg_id)
+            return
         self.headers[ev.ordered.msg_id] = ev.ordered
         self.net.members = tuple(self.buffers)
         arrivals, lost = self.net.multicast(ev.at, b"", self.now)
@@ -251,6 +262,8 @@ class _Sim:
                 h = self.headers[mid]
                 self.deliver(member, buffer.learn_header(self.now, h.pred, h.msg_id))
             self.lost[member].clear()
+            while skipped := buffer.skip(self.now):  # what is left waits for a header nobody has
+                self.deliver(member, skipped)
 
     def step(self, kind: str, args: tuple[Any, ...]) -> None:
         if kind == "send":

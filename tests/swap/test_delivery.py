@@ -52,15 +52,28 @@ def test_skip_when_nobody_knows_the_missing_header() -> None:
     assert ids(got) == [("gap", None), M2, M3]
     assert got[0] == Gap(1, M0, None, 3.0)  # "one or more messages missing after m0"
     assert v.skip(4.0) == [] and v.stalled_since() is None
-    assert v.receive(5.0, P1) == [] and v.late == 1  # m1's slot is gone
+
+
+def test_skip_takes_the_lowest_head_so_equal_fragments_give_equal_orders() -> None:
+    a, b = DeliveryBuffer(0), DeliveryBuffer(1)
+    x, y = Ordered((8, 8), (5, 0)), Ordered((9, 9), (4, 0))  # two fragments, both cut off
+    for buffer, order in ((a, (x, y)), (b, (y, x))):
+        for o in order:
+            buffer.receive(0.0, o)
+    got_a = a.skip(1.0) + a.skip(1.0)
+    got_b = b.skip(1.0) + b.skip(1.0)
+    assert ids(got_a) == ids(got_b) == [("gap", None), (4, 0), ("gap", None), (5, 0)]
+    # the order goes on from either fragment's end: a successor of (5, 0) ...
+    assert ids(a.receive(2.0, Ordered((5, 0), (6, 0)))) == [(6, 0)]
+    # ... or of (4, 0), the end a skip left behind: behind another gap, at every member
+    assert ids(b.receive(2.0, Ordered((4, 0), (6, 0)))) == [("gap", None), (6, 0)]
 
 
 def test_a_late_message_drags_its_successors_out_too() -> None:
     v = DeliveryBuffer(1)
-    v.receive(0.0, P0)
-    v.receive(0.0, P2)
-    v.skip(1.0)  # delivers m2 after a gap
-    late = Ordered(M0, (9, 0))  # a message that was ordered right after m0
+    for o in (P0, P1, P2, P3):
+        v.receive(0.0, o)
+    late = Ordered(M2, (9, 0))  # claims m2's slot, which m3 fills
     after_late = Ordered((9, 0), (9, 1))
     assert v.receive(2.0, late) == [] and v.receive(2.0, after_late) == []
     assert v.late == 2

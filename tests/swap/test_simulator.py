@@ -60,6 +60,22 @@ def test_sweep_reply_variant(mode: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_sweep_messages_that_vanish_are_skipped_the_same_way_everywhere(mode: str) -> None:
+    """A multicast lost by every member, header and all (its sender failed between the
+    swap and the multicast): members skip it once the network drains, "one or more
+    messages missing", and common messages keep one order across later epochs."""
+    leaves = (Leave(4), Leave(6)) if mode == "hybrid" else (Leave(4), Leave(0))
+    cfg = SwapSimConfig(mode=mode, n=8, vanish=0.05, data=LOSSY,  # type: ignore[arg-type]
+                        changes=(Join(8, 3), *leaves))
+    assert sweep(cfg, range(25)) == {}
+    assert sweep(replace(cfg, reply=True), range(25)) == {}
+    trace = run_trace(cfg, 2)
+    unnamed = [e for v in trace.deliveries.values() for e in v
+               if isinstance(e, Gap) and e.missing is None]
+    assert trace.vanished and unnamed
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_sweep_with_joins_and_leaves(mode: str) -> None:
     leaves = (Leave(4), Leave(6)) if mode == "hybrid" else (Leave(4), Leave(0), Leave(3))
     cfg = SwapSimConfig(mode=mode, changes=(Join(7, 3), *leaves, Join(8, 7)))  # type: ignore[arg-type]
