@@ -127,6 +127,8 @@ class SwapTrace:
     """member -> index in ``multicasts`` from which it must deliver (joiners)."""
     final_members: tuple[int, ...] = ()
     data_loss: bool = False
+    sent_at: dict[MsgId, float] = field(default_factory=dict)
+    """When each message's swap started (its ordering latency ends at its multicast)."""
     vanished: set[MsgId] = field(default_factory=set)
     """Messages that reached nobody (``SwapSimConfig.vanish``)."""
     violations: list[str] = field(default_factory=list)
@@ -269,6 +271,7 @@ class _Sim:
         if kind == "send":
             sender, mid = args
             if sender in self.nodes:
+                self.trace.sent_at[mid] = self.now
                 payload = f"m{mid[0]}.{mid[1]}".encode()
                 self.route(self.nodes[sender].swap(self.now, mid, payload))
         elif kind == "swap":
