@@ -29,7 +29,7 @@ to the one sink.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import replace
 
 from .messages import BOTTOM, ArrowSwap, MsgId, Send, SwapEvent, SwapReply
@@ -126,8 +126,21 @@ def leave(
 ) -> int:
     """Section 6.2's leave (as corrected in the module docstring), with u's links quiet.
     Returns the neighbour ``node_id`` was contracted into."""
+    v_id = relink(nodes, node_id, tree.neighbours(node_id), into)
+    tree.contract(node_id, v_id)
+    del nodes[node_id]
+    return v_id
+
+
+def relink(
+    nodes: Mapping[int, ArrowNode],
+    node_id: int,
+    neighbours: Sequence[int],
+    into: int | None = None,
+) -> int:
+    """The arrows' part of a leave: hand ``node_id``'s links (and its sink role) to one
+    of its arrow ``neighbours``; the caller removes it from the tree."""
     u = nodes[node_id]
-    neighbours = tree.neighbours(node_id)
     if not neighbours:
         raise ValueError("the last member cannot leave")
     v_id = into if into is not None else (neighbours[0] if u.is_sink else u.link)
@@ -144,6 +157,4 @@ def leave(
             raise ValueError(f"{node_id} and {v_id} point at each other: links not quiet")
         else:
             v.link = u.link
-    tree.contract(node_id, v_id)
-    del nodes[node_id]
     return v_id

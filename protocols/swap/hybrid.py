@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .arrow import ArrowNode
+from .arrow import relink as arrow_relink
 from .combining import CombiningConfig, CombiningNode
 from .messages import ArrowSwap, Datagram, MsgId, SwapEvent, SwapReply
 from .tree import SpanningTree
@@ -113,18 +114,39 @@ def join(
 
 
 def leave(nodes: dict[int, HybridNode], tree: SpanningTree, node_id: int) -> int:
-    """A node outside R (holding no request) leaves: its children move to its parent.
-    Members of R leave through the arrow's leave (not wired here)."""
-    u = nodes[node_id].combining
-    if u is None:
-        raise NotImplementedError("a member of the virtual root leaves by the arrow's rules")
-    if u.pending:
-        raise ValueError(f"{node_id} still holds requests")
-    assert u.parent is not None
-    for c in tree.neighbours(node_id):
+    """``node_id`` leaves with its links quiet and holding no request. Outside R its
+    children move to its parent (section 5's tree). In R, the arrow's leave hands its
+    links and sink role to an R neighbour (``arrow.relink``), and its children outside R
+    move to that neighbour; the last member of R hands the virtual root to a child,
+    which becomes an arrow sink holding the value. Returns who took its place."""
+    me = nodes[node_id]
+    neighbours = tree.neighbours(node_id)
+    children = [c for c in neighbours
+                if (cc := nodes[c].combining) is not None and cc.parent == node_id]
+    if any(nodes[c].combining.pending for c in children):  # type: ignore[union-attr]
+        raise ValueError("a child still holds requests")
+    if me.combining is not None:
+        if me.combining.pending:
+            raise ValueError(f"{node_id} still holds requests")
+        into = me.combining.parent
+        assert into is not None
+    else:
+        assert me.arrow is not None
+        arrows = {n: a for n, h in nodes.items() if (a := h.arrow) is not None}
+        in_group = [n for n in neighbours if n in arrows]
+        if in_group:
+            into = arrow_relink(arrows, node_id, in_group)
+        elif children:
+            into = children[0]
+            reply = me.arrow.outbox.reply
+            nodes[into] = HybridNode(into, ArrowNode(into, into, me.arrow.value,
+                                                     virtual_root=True, reply=reply), None)
+        else:
+            raise ValueError("the last member cannot leave")
+    for c in children:
         child = nodes[c].combining
-        if c != u.parent and child is not None:
-            child.parent = u.parent
-    tree.contract(node_id, u.parent)
+        if c != into and child is not None:
+            child.parent = into
+    tree.contract(node_id, into)
     del nodes[node_id]
-    return u.parent
+    return into

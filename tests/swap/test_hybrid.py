@@ -40,3 +40,22 @@ def test_the_virtual_root_swaps_in_the_tail_of_a_combined_request() -> None:
     assert isinstance(out, Multicast) and out.ordered.pred == (5, 0)
     nodes[2].on_datagram(0.1, 5, s.datagram)  # type: ignore[union-attr]
     assert nodes[2].arrow is not None and nodes[2].arrow.value == (99, 0)
+
+
+def test_members_of_the_virtual_root_leave_by_the_arrow_rules() -> None:
+    tree = SpanningTree(range(6), [(0, 1), (1, 2), (1, 3), (1, 4), (2, 5)])
+    nodes = hybrid.initial_nodes(tree, HybridConfig((0, 1, 2), 0))
+    nodes[0].swap(0.0, (0, 0))  # the sink 0 holds (0, 0)
+    assert hybrid.leave(nodes, tree, 0) == 1  # the sink hands its role to 1
+    assert nodes[1].arrow is not None and nodes[1].arrow.is_sink
+    assert nodes[1].arrow.value == (0, 0)
+    assert hybrid.leave(nodes, tree, 1) == 2  # 3 and 4 move under 2
+    assert nodes[2].arrow is not None and nodes[2].arrow.value == (0, 0)
+    assert {c for c in (3, 4) if nodes[c].combining.parent == 2} == {3, 4}  # type: ignore[union-attr]
+    # the last member of R hands the virtual root to a child
+    assert hybrid.leave(nodes, tree, 2) == 3
+    assert nodes[3].arrow is not None and nodes[3].arrow.is_sink
+    assert nodes[3].arrow.value == (0, 0)
+    assert nodes[4].combining.parent == 3 and nodes[5].combining.parent == 3  # type: ignore[union-attr]
+    [m] = nodes[3].swap(1.0, (3, 0))
+    assert isinstance(m, Multicast) and m.ordered.pred == (0, 0)
