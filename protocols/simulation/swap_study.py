@@ -41,7 +41,7 @@ class StudyRow:
 
 
 def study(n: int = 15, seeds: range = range(5), messages: int = 4,
-          window: float = 0.001) -> list[StudyRow]:
+          window: float = 0.001, reply: bool = False) -> list[StudyRow]:
     rows = []
     for shape in SHAPES:
         for who in ("one", "all"):
@@ -49,7 +49,7 @@ def study(n: int = 15, seeds: range = range(5), messages: int = 4,
                 senders = (n - 1,) if who == "one" else None
                 per_sender = messages * n if who == "one" else messages
                 cfg = SwapSimConfig(mode=mode, n=n, shape=shape, senders=senders,
-                                    messages=per_sender, window=window)
+                                    messages=per_sender, window=window, reply=reply)
                 total = swaps = hops = max_hops = busiest = bad = 0
                 latency = 0.0
                 diameter = 0
