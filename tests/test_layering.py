@@ -41,6 +41,7 @@ PROTOCOL_LAYERS = {
     "wire": {"vocabulary", "errors"},
     "ordering": {"vocabulary", "errors"},
     "reliable": {"vocabulary", "errors", "wire"},
+    "swap": {"vocabulary", "errors"},
 }
 """Lower layers of ``amcast.protocols`` and what each may import inside it."""
 
