@@ -1,0 +1,207 @@
+"""The properties a nemesis run must keep, each a function of recorded facts only.
+
+Over the daemons' delivery logs (``nemesis.logs``), reusing the simulator's checkers
+where their terms fit (``amcast.protocols.simulation.checkers``):
+
+- ``views``: a view id names the same members and predecessor in every life that
+  installed it; each life installs increasing ids; no view has two successors
+  (``view_consistency``). A first view (no predecessor) is legitimate once per start
+  of the whole cluster: the run says how many there were;
+- ``primary``: every installed view is a majority of the listed members, and a life
+  delivers only in views it installed (``primary``);
+- ``agreement``: the lives that installed a view and its successor delivered the same
+  set in it (``agreement``); ``safe`` messages uniformly (``safe_uniformity``);
+- ``total_order``: in every view, every life's ordered deliveries sit at positions 0,
+  1, 2, ... and every life delivered the same message at the same position as the
+  life of reference (the longest among those that completed the view). A life that did
+  not complete the view (killed, excluded, cut off) may differ in a tail of ``agreed``
+  messages only (non-uniform agreed delivery);
+- ``no_duplicates``: no life delivers a message twice;
+- ``gap_notice``: a gap notice's ``after`` names the last ordered message its life
+  logged before it.
+
+Over the clients' records (``amcast.faultload.verdict``, which judges what each client
+saw): ``delivered_or_reported``: every message a client sent and stayed connected for
+was delivered, or reported back to it (``undelivered``, refused); ``client_views``:
+everything else that verdict reports (members of a view, order at the clients).
+
+Over the health samples and the nemesis' ground truth (``nemesis.faults.Outage``):
+``health``: no daemon says ``ok`` outside a primary view, and no daemon reports a
+primary view that holds a node it could not hear for longer than ``exclude_within``
+seconds (killed, paused, stopped, cut off, its clock beyond the replay window).
+
+At the end (``converged``): once the faults stop, every daemon reaches one primary view
+of every node.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from amcast.protocols.simulation import checkers as sim
+from amcast.protocols.simulation.checkers import Delivery, Proc
+from amcast.protocols.vocabulary import ServiceLevel
+
+from amcast.faultload import Recorder, verdict
+from nemesis.faults import Outage
+from nemesis.load import HealthSample
+from nemesis.logs import Lives
+
+MAX_PER_PROPERTY = 20
+"""Violations kept per property (a broken run can report thousands of the same)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    prop: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.prop}: {self.detail}"
+
+
+def _cap(prop: str, details: Iterable[str]) -> list[Violation]:
+    out = [Violation(prop, d) for d in details]
+    if len(out) > MAX_PER_PROPERTY:
+        extra = len(out) - MAX_PER_PROPERTY
+        out = [*out[:MAX_PER_PROPERTY], Violation(prop, f"... and {extra} more")]
+    return out
+
+
+# ---------------------------------------------------------------------- delivery logs
+def check_logs(lv: Lives, *, live: set[Proc], first_views: int = 1) -> list[Violation]:
+    """Every log property (module docstring). ``live``: the lives still running at the
+    end of the run (complete in their last view); ``first_views``: how many times the
+    whole cluster started (each start may form a view with no predecessor)."""
+    logs = {p: [d for d in ds if d.view not in lv.lost_views.get(p, set())]
+            for p, ds in lv.deliveries.items()}
+    run = sim._Run([], logs, lv.views, live)
+    first = [f for f in run.forks if "none (a first view)" in f]
+    views = [f for f in sim.view_consistency(run) if f not in first]
+    firsts = sorted({v.view for vs in lv.views.values() for v in vs if v.previous == 0})
+    if len(firsts) > first_views:
+        views.append(f"{len(firsts)} views without a predecessor {firsts} for "
+                     f"{first_views} start(s) of the whole cluster")
+    out = _cap("views", views)
+    out += _cap("primary", sim.primary(run, lv.potential or None, None))
+    out += _cap("agreement", sim.agreement(run) + sim.safe_uniformity(run))
+    out += _cap("total_order", total_order(run, logs))
+    out += _cap("no_duplicates", duplicates(logs))
+    out += _cap("gap_notice", gap_notices(lv))
+    return out
+
+
+def duplicates(logs: dict[Proc, list[Delivery]]) -> list[str]:
+    out = []
+    for proc, ds in sorted(logs.items()):
+        counts = Counter(d.payload for d in ds)
+        dup = sorted(k.decode() for k, n in counts.items() if n > 1)
+        if dup:
+            out.append(f"{proc} delivered {len(dup)} message(s) more than once, e.g. "
+                       f"{dup[:3]} (view:sender:seq:index)")
+    return out
+
+
+def _ordered(ds: Sequence[Delivery], view: int) -> list[Delivery]:
+    return [d for d in ds if d.view == view and d.service is not ServiceLevel.CAUSAL]
+
+
+def total_order(run: sim._Run, logs: dict[Proc, list[Delivery]]) -> list[str]:
+    out = []
+    views = sorted({d.view for ds in logs.values() for d in ds})
+    for v in views:
+        seqs = {p: _ordered(ds, v) for p, ds in logs.items()}
+        seqs = {p: s for p, s in seqs.items() if s}
+        for p, s in sorted(seqs.items()):
+            positions = [d.position for d in s]
+            if positions != list(range(len(s))):
+                i = next(i for i, x in enumerate(positions) if x != i)
+                out.append(f"view {v}: {p} delivered position {positions[i]} as its "
+                           f"{i}th message (positions not 0, 1, 2, ...)")
+        complete = [p for p in run.complete(v) if p in seqs]
+        pool = complete or list(seqs)
+        if not pool:
+            continue
+        ref = max(sorted(pool), key=lambda p: len(seqs[p]))
+        ref_ids = [d.payload for d in seqs[ref]]
+        for p, s in sorted(seqs.items()):
+            if p == ref:
+                continue
+            ids = [d.payload for d in s]
+            i = next((i for i, (a, b) in enumerate(zip(ids, ref_ids, strict=False))
+                      if a != b), None)
+            if i is None:
+                if p in complete and len(ids) != len(ref_ids):
+                    out.append(f"view {v}: {p} and {ref} completed it with "
+                               f"{len(ids)} and {len(ref_ids)} messages")
+                continue
+            tail_agreed = all(d.service is ServiceLevel.AGREED for d in s[i:])
+            if p in complete or not tail_agreed:
+                out.append(f"view {v}: position {i}: {p} delivered {ids[i].decode()}, "
+                           f"{ref} {ref_ids[i].decode()} (view:sender:seq:index)")
+    return out
+
+
+def gap_notices(lv: Lives) -> list[str]:
+    out = []
+    for proc, gaps in sorted(lv.gaps.items()):
+        for view, after, last in gaps:
+            if after is not None and after != last:
+                out.append(f"{proc}: the gap notice before view {view} says the last "
+                           f"ordered message was [view, position] {list(after)}, its log's "
+                           f"last was {list(last) if last else None}")
+    return out
+
+
+# ------------------------------------------------------------------------ the clients
+def check_clients(recorders: list[Recorder]) -> list[Violation]:
+    """``faultload.verdict`` over the clients (needs a settled run)."""
+    problems = verdict(recorders, settled=True).problems
+    lost = [p for p in problems if "not reported back and delivered nowhere" in p
+            or "not delivered by" in p]
+    other = [p for p in problems if p not in lost]
+    return _cap("delivered_or_reported", lost) + _cap("client_views", other)
+
+
+# ------------------------------------------------------------------------ health
+def check_health(samples: Sequence[HealthSample], outages: Sequence[Outage],
+                 exclude_within: float) -> list[Violation]:
+    """No ``ok`` outside a primary view; no primary view holding a node its reporter
+    could not hear for longer than ``exclude_within`` seconds."""
+    out = []
+    for s in samples:
+        if s.ok and not s.primary:
+            out.append(f"{s.who} said ok=true outside a primary view (view {s.view}, "
+                       f"sampled at t={s.at:.2f})")
+        if not s.primary:
+            continue
+        for m in s.members:
+            if m == s.node:
+                continue
+            for o in outages:
+                if o.node == m and o.covers(s.node, s.at) and s.at - o.since > exclude_within:
+                    out.append(f"{s.who} reported primary view {s.view} {list(s.members)} "
+                               f"holding node {m}, {o.why} {s.at - o.since:.1f} s before "
+                               f"(more than {exclude_within:g} s; ok={s.ok})")
+                    break
+    return _cap("health", out)
+
+
+# ------------------------------------------------------------------------ the end
+def check_converged(final: Sequence[HealthSample], nodes: Sequence[int]) -> list[Violation]:
+    """Every node answered, in one primary view of every node."""
+    want = tuple(sorted(nodes))
+    got = {s.node: s for s in final if s.who == f"node {s.node}"}
+    out = []
+    missing = [n for n in want if n not in got]
+    if missing:
+        out.append(f"nodes {missing} did not answer status at the end")
+    views = {(s.view, s.members, s.primary) for s in got.values()}
+    if len(views) != 1 or not all(s.primary and tuple(sorted(s.members)) == want
+                                  for s in got.values()):
+        out.append("not one primary view of every node at the end: " + "; ".join(
+            f"node {n}: view {s.view} {list(s.members)}{'' if s.primary else ' not primary'}"
+            f" ({s.problem or 'ok'})" for n, s in sorted(got.items())))
+    return _cap("converged", out)
