@@ -235,8 +235,15 @@ class Faults:
             self.cluster.nodes[nodes[0]].config = self._configs[nodes[0]]
             await self.restart(nodes[0])
         elif kind == S.RESTART_ALL:
-            for n in self.cluster.nodes:
-                await self.restart(n.node)
+            # all at once, as after a power cut: a daemon alone may wait for the others
+            # before it reports READY=1, so one at a time would serialise those waits
+            got = await asyncio.gather(*(self.restart(n.node) for n in self.cluster.nodes),
+                                       return_exceptions=True)
+            for n, exc in zip(self.cluster.nodes, got, strict=True):
+                if isinstance(exc, AmcastError):
+                    self.errors.append(f"node {n.node} did not come back: {str(exc)[:2000]}")
+                elif isinstance(exc, BaseException):
+                    raise exc
 
     # ---- the actions ----------------------------------------------------------------
     async def _terminate(self, node: int, why: str) -> None:
@@ -313,7 +320,8 @@ class Faults:
             tables.setdefault("security", {})["key_file"] = str(self._other_key())
         else:
             proto = tables.setdefault("protocol", {})
-            proto["rule"] = "lex" if proto.get("rule", NodeConfig(insecure=True).rule) != "lex" else "gltoto"
+            rule = proto.get("rule", NodeConfig(insecure=True).rule)
+            proto["rule"] = "lex" if rule != "lex" else "gltoto"
         path = self._configs[node].with_name(f"amcastd-{what}.toml")
         write_private(path, render_toml(tables))
         await self._terminate(node, "misconfigured")

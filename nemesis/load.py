@@ -53,12 +53,16 @@ class Load:
     def __init__(self, cluster: LocalCluster, rate: float) -> None:
         self.run = FaultRun(cluster, rate=rate)
         self.connect_errors: list[str] = []
+        # FaultRun numbers a client (its messages' tag) by how many it connected before:
+        # concurrent connects (a whole cluster restarted at once) would share a tag
+        self._connecting = asyncio.Lock()
 
     async def connect(self, node: int) -> Recorder | None:
         """A fresh client of ``node`` (sending once the load runs); ``None`` when the
         daemon does not take it (recorded: a daemon that serves must take a client)."""
         try:
-            rec = await self.run.connect(node, timeout=10.0)
+            async with self._connecting:
+                rec = await self.run.connect(node, timeout=10.0)
         except (OSError, TimeoutError, ConnectionError) as exc:
             self.connect_errors.append(f"node {node}: client could not connect: {exc!r}")
             return None
