@@ -60,10 +60,10 @@ class Step:
         return self.at + self.duration
 
     def describe(self) -> str:
-        who = ",".join(map(str, self.nodes))
+        who = ("node" + ("s " if len(self.nodes) > 1 else " ") + ",".join(map(str, self.nodes))
+               if self.nodes else "all links")
         arg = f" {self.arg}" if self.arg else ""
-        return (f"t={self.at:6.2f}s +{self.duration:4.2f}s  {self.kind:<11} "
-                f"node{'s' if len(self.nodes) > 1 else ''} {who}{arg}")
+        return f"t={self.at:6.2f}s +{self.duration:4.2f}s  {self.kind:<11} {who}{arg}"
 
 
 @dataclass
@@ -135,7 +135,8 @@ def generate(seed: int, nodes: int, duration: float, transport: str,
             if in_flight:
                 continue
             arg = rng.choice(("term", "kill"))
-            step = Step(t, kind, tuple(range(nodes)), round(rng.uniform(0.5, 2.0), 2), arg)
+            down = min(round(rng.uniform(0.5, 2.0), 2), round(duration - t, 2))
+            step = Step(t, kind, tuple(range(nodes)), down, arg)
             # the restart itself takes seconds (every daemon starts, then re-forms a view)
             exclusive_until = step.end + 6.0
             busy_until = [exclusive_until] * nodes
