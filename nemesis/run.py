@@ -79,13 +79,18 @@ class Report:
     violations: list[checks.Violation] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     directory: str = ""
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    outages: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seed": self.options.seed, "replay": self.options.replay(),
+    def to_json(self, full: bool = False) -> dict[str, Any]:
+        """The report; ``full``: with the outages and every health sample (the file
+        kept beside the logs of a failed run)."""
+        more = {"outages": self.outages, "health_samples": self.samples} if full else {}
+        return {**more, "ok": self.ok, "seed": self.options.seed, "replay": self.options.replay(),
                 "schedule": self.schedule.to_json(), "actions": self.actions,
                 "violations": [{"property": v.prop, "detail": v.detail}
                                for v in self.violations],
@@ -203,7 +208,10 @@ async def nemesis(opts: Options) -> Report:
         try:
             await load.run.settle(SETTLE_S)
         except TimeoutError as exc:
-            v.append(checks.Violation("delivered_or_reported", str(exc)))
+            health = "; ".join(f"{s.who}: {s.problem or 'ok'}" for s in
+                               await sampler.sample_once())
+            v.append(checks.Violation("delivered_or_reported",
+                                      f"{exc}; health then: {health}"))
         say(f"  [{time.monotonic() - t0:7.2f}s] load stopped, everything owed delivered: "
             "stopping the daemons")
         await load.close()
@@ -225,6 +233,11 @@ async def nemesis(opts: Options) -> Report:
         v += checks._cap("actions", faults.errors + load.connect_errors)
         v += checks._cap("daemon_errors", daemon_errors(dirs))
         report.actions = faults.actions
+        report.samples = [{**x.to_json(), "at": round(x.at - t0, 3)} for x in sampler.samples]
+        report.outages = [{"node": o.node, "since": o.since - t0, "why": o.why,
+                           "until": None if o.until is None else o.until - t0,
+                           "by": None if o.by is None else sorted(o.by)}
+                          for o in faults.all_outages()]
         recs = load.run.recorders
         report.stats.update(
             clients=len(recs), sent=sum(r.next_number for r in recs),
@@ -242,6 +255,8 @@ async def nemesis(opts: Options) -> Report:
             relay.stop()
     if opts.keep or not report.ok:
         report.directory = str(directory)
+        (directory / "report.json").write_text(json.dumps(report.to_json(full=True),
+                                                          indent=1, default=str))
     else:
         shutil.rmtree(directory, ignore_errors=True)
     return report
