@@ -162,7 +162,25 @@ def check_clients(recorders: list[Recorder]) -> list[Violation]:
     lost = [p for p in problems if "not reported back and delivered nowhere" in p
             or "not delivered by" in p]
     other = [p for p in problems if p not in lost]
-    return _cap("delivered_or_reported", lost) + _cap("client_views", other)
+    return (_cap("delivered_or_reported", lost + unseen_by_sender(recorders))
+            + _cap("client_views", other))
+
+
+def unseen_by_sender(recorders: list[Recorder]) -> list[str]:
+    """Messages of a client still connected at the end that this client neither saw
+    delivered nor had reported back. The verdict above accepts a message delivered
+    only by a daemon that did not complete its view (non-uniform agreed delivery);
+    the sender's own daemon, which stayed up, still owes its client one outcome."""
+    out = []
+    for r in recorders:
+        if not r.open_:
+            continue
+        seen = {n for tag, n in r.delivered_keys() if tag == r.tag}
+        unseen = [n for n in range(r.next_number) if n not in seen and n not in r.reported]
+        if unseen:
+            out.append(f"{r}: {len(unseen)} of its messages neither delivered to it nor "
+                       f"reported back, e.g. {unseen[:5]}")
+    return out
 
 
 # ------------------------------------------------------------------------ health

@@ -126,8 +126,19 @@ def recorder(sent: int, delivered: list[int], reported: set[int] = frozenset()) 
 def test_a_lost_accepted_message_is_reported() -> None:
     assert checks.check_clients([recorder(3, [0, 1], {2})]) == []
     found = checks.check_clients([recorder(3, [0, 1])])
+    assert {v.prop for v in found} == {"delivered_or_reported"}
+    assert all("e.g. [2]" in v.detail for v in found)
+
+
+def test_a_message_only_a_crashed_daemon_delivered_is_still_owed_to_its_sender() -> None:
+    sender = recorder(3, [0, 1])
+    crashed = Recorder(1, 1)  # a client of a daemon killed in the view: its tail had 2
+    crashed.welcome = {"view": V1, "primary": True, "members": MEMBERS}
+    crashed.timeline = [(DELIVER, 1.0, V1, i, 0, n) for i, n in enumerate([0, 1, 2])]
+    crashed.closed_at = 2.0
+    found = checks.check_clients([sender, crashed])
     assert [v.prop for v in found] == ["delivered_or_reported"]
-    assert "e.g. [2]" in found[0].detail
+    assert "neither delivered to it nor reported back, e.g. [2]" in found[0].detail
 
 
 def test_a_client_side_duplicate_is_reported() -> None:
