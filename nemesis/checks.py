@@ -44,7 +44,7 @@ from amcast.protocols.simulation import checkers as sim
 from amcast.protocols.simulation.checkers import Delivery, Proc
 from amcast.protocols.vocabulary import ServiceLevel
 
-from amcast.faultload import Recorder, verdict
+from amcast.faultload import DELIVER, Recorder, verdict
 from nemesis.faults import Outage
 from nemesis.load import HealthSample
 from nemesis.logs import Lives
@@ -172,14 +172,23 @@ def unseen_by_sender(recorders: list[Recorder]) -> list[str]:
     only by a daemon that did not complete its view (non-uniform agreed delivery);
     the sender's own daemon, which stayed up, still owes its client one outcome."""
     out = []
+    where: dict[tuple[int, int], list[str]] = {}
+    for r in recorders:
+        for e in r.timeline:
+            if e[0] == DELIVER:
+                where.setdefault((e[4], e[5]), []).append(
+                    f"{r}{'' if r.open_ else ' (closed)'} in view {e[2]} at {e[3]}")
     for r in recorders:
         if not r.open_:
             continue
         seen = {n for tag, n in r.delivered_keys() if tag == r.tag}
         unseen = [n for n in range(r.next_number) if n not in seen and n not in r.reported]
         if unseen:
+            elsewhere = "; ".join(f"{n}: " + (", ".join(where[(r.tag, n)][:3])
+                                              if (r.tag, n) in where else "nowhere")
+                                  for n in unseen[:3])
             out.append(f"{r}: {len(unseen)} of its messages neither delivered to it nor "
-                       f"reported back, e.g. {unseen[:5]}")
+                       f"reported back, e.g. {unseen[:5]} (delivered by {elsewhere})")
     return out
 
 

@@ -119,6 +119,7 @@ class Faults:
     _open: dict[tuple[int, str], Outage] = field(default_factory=dict)
     _configs: dict[int, Path] = field(default_factory=dict)
     _misconfigured: dict[int, str] = field(default_factory=dict)
+    _cuts: dict[S.Step, set[tuple[int, int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.state = {n.node: "up" for n in self.cluster.nodes}
@@ -131,11 +132,14 @@ class Faults:
         self.log(f"  [{at - self.t0:7.2f}s] {what}")
         return at
 
-    def _down(self, node: int, why: str, at: float, by: frozenset[int] | None = None) -> None:
-        self._open.setdefault((node, why), Outage(node, at, None, by, why))
+    def _down(self, node: int, why: str, at: float, by: frozenset[int] | None = None,
+              token: str = "") -> None:
+        """``node`` cannot be heard (by ``by``) from ``at``; ``token`` tells apart the
+        outages of two steps that overlap (two partitions, two clock steps)."""
+        self._open.setdefault((node, token or why), Outage(node, at, None, by, why))
 
-    def _up(self, node: int, why: str, at: float) -> None:
-        o = self._open.pop((node, why), None)
+    def _up(self, node: int, why: str, at: float, token: str = "") -> None:
+        o = self._open.pop((node, token or why), None)
         if o is not None:
             self.outages.append(Outage(o.node, o.since, at, o.by, o.why))
 
@@ -185,21 +189,23 @@ class Faults:
         elif kind == S.PARTITION:
             assert self.relay is not None
             rest = self.others(nodes)
+            self._cuts[step] = self._links(step)
             self.relay.cut(nodes, rest)
             if step.arg == "both":
                 self.relay.cut(rest, nodes)
             at = self._note(f"partition {list(nodes)} | {sorted(rest)} ({step.arg})")
+            token = f"partition@{step.at}"
             for n in nodes:
-                self._down(n, "partitioned", at, rest)
+                self._down(n, "partitioned", at, rest, token)
             if step.arg == "both":
                 for n in rest:
-                    self._down(n, "partitioned", at, frozenset(nodes))
+                    self._down(n, "partitioned", at, frozenset(nodes), token)
         elif kind == S.FLAKY:
             assert self.relay is not None
             self.relay.set_faults(FLAKY_LINKS)
             self._note("flaky links (loss, duplication, reordering)")
         elif kind == S.CLOCK:
-            self._step_clock(nodes[0], int(step.arg))
+            self._step_clock(nodes[0], int(step.arg), f"clock@{step.at}")
         elif kind == S.DUPID:
             self._impostor(nodes[0], "dupid", {})
         elif kind == S.MISCONFIG:
@@ -218,16 +224,21 @@ class Faults:
             self._up(nodes[0], "paused", at)
         elif kind == S.PARTITION:
             assert self.relay is not None
+            # the relay heals every cut at once: those of other partitions go back
+            self._cuts.pop(step, None)
             self.relay.heal()
-            at = self._note("partition healed")
+            for links in self._cuts.values():
+                for src, dst in links:
+                    self.relay.cut([src], [dst])
+            at = self._note(f"partition {list(nodes)} healed")
             for n in self.cluster.nodes:
-                self._up(n.node, "partitioned", at)
+                self._up(n.node, "partitioned", at, f"partition@{step.at}")
         elif kind == S.FLAKY:
             assert self.relay is not None
             self.relay.set_faults(LinkFaults())
             self._note("links clean again")
         elif kind == S.CLOCK:
-            self._step_clock(nodes[0], 0)
+            self._step_clock(nodes[0], 0, f"clock@{step.at}")
         elif kind == S.DUPID:
             await self._stop_impostors()
         elif kind == S.MISCONFIG:
@@ -290,18 +301,26 @@ class Faults:
                 c.kill(n.node)
                 await asyncio.to_thread(c.wait_exit, n.node, WAIT)
 
-    def _step_clock(self, node: int, offset: int) -> None:
+    def _links(self, step: S.Step) -> set[tuple[int, int]]:
+        """The directed links a partition cuts."""
+        rest = self.others(step.nodes)
+        links = {(a, b) for a in step.nodes for b in rest}
+        if step.arg == "both":
+            links |= {(b, a) for a in step.nodes for b in rest}
+        return links
+
+    def _step_clock(self, node: int, offset: int, token: str) -> None:
         assert self.clock_dir is not None
         (self.clock_dir / f"clock{node}").write_text(f"{offset:+d}s\n")
         at = self._note(f"clock of node {node} at {offset:+d} s")
         others = self.others((node,))
         if abs(offset) > REPLAY_WINDOW:
-            self._down(node, "clock", at, others)
+            self._down(node, "clock", at, others, token)
             for n in others:
-                self._down(n, "clock", at, frozenset({node}))
+                self._down(n, "clock", at, frozenset({node}), token)
         else:
             for n in self.cluster.nodes:
-                self._up(n.node, "clock", at)
+                self._up(n.node, "clock", at, token)
 
     def _config_of(self, node: int) -> dict[str, Any]:
         return tomllib.loads(self._configs[node].read_text())
@@ -381,9 +400,10 @@ class Faults:
                 (self.clock_dir / f"clock{n.node}").write_text("+0s\n")
         await self._stop_impostors()
         now = time.monotonic()
-        for key in list(self._open):
-            if key[1] in ("partitioned", "clock"):
-                self._up(key[0], key[1], now)
+        self._cuts.clear()
+        for key, o in list(self._open.items()):
+            if o.why in ("partitioned", "clock"):
+                self._up(key[0], o.why, now, key[1])
         for node, state in list(self.state.items()):
             if state == "paused":
                 self._up(node, "paused", self.cluster.resume(node))

@@ -112,16 +112,35 @@ class Report:
 
 
 async def play(schedule: S.Schedule, faults: Faults, t0: float) -> None:
-    """Each step's beginning and end at its offset from ``t0`` (an action that takes
-    long, a restart, delays those after it: ``faults.actions`` has the real times)."""
-    events = sorted([(s.at, 1, i, s, True) for i, s in enumerate(schedule.steps)]
-                    + [(s.end, 0, i, s, False) for i, s in enumerate(schedule.steps)],
-                    key=lambda e: e[:3])
-    for at, _, _, step, begin in events:
-        delay = t0 + at - time.monotonic()
+    """Every step at its offset from ``t0``, healed ``duration`` after it began.
+
+    Steps run side by side, one task each, so that an action that takes seconds (a
+    restart waits for READY=1) delays no fault on another node; a step holds its nodes
+    (a lock each, taken in order) from its beginning to its end, so a step that is late
+    on one node pushes back only the next step on that node. ``faults.actions`` has the
+    times things really happened."""
+    locks = {n: asyncio.Lock() for n in range(schedule.nodes)}
+
+    async def until(at: float) -> None:
+        delay = at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        await (faults.begin(step) if begin else faults.end(step))
+
+    async def one(step: S.Step) -> None:
+        await until(t0 + step.at)
+        held = [locks[n] for n in sorted(step.nodes)]
+        for lock in held:
+            await lock.acquire()
+        try:
+            began = time.monotonic()
+            await faults.begin(step)
+            await until(began + step.duration)
+            await faults.end(step)
+        finally:
+            for lock in held:
+                lock.release()
+
+    await asyncio.gather(*(one(s) for s in schedule.steps))
 
 
 def converged(load: Load, nodes: int) -> bool:
