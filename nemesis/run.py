@@ -38,6 +38,7 @@ from typing import Any
 from amcast.protocols.errors import AmcastError
 from amcast.protocols.simulation.checkers import Proc
 
+from amcast.faultload import CLOSED, DELIVER, GAP, VIEW, Recorder
 from amcast.faultrelay import FaultRelay
 from amcast.localcluster import LocalCluster, free_port
 from nemesis import checks
@@ -172,6 +173,23 @@ def daemon_errors(directories: dict[str, Path]) -> list[str]:
     return out
 
 
+def write_clients(path: Path, recorders: list[Recorder], t0: float) -> None:
+    """Every client's history, one JSON line each, beside the logs of a failed run:
+    what it sent, what was reported back, and its timeline (``["d", t, view, position,
+    tag, number]`` per delivered message, ``["v"|"g"|"c", t, frame]`` per view, gap,
+    end of connection): the evidence behind a client-side violation."""
+    kinds = {DELIVER: "d", VIEW: "v", GAP: "g", CLOSED: "c"}
+    with path.open("w") as fh:
+        for r in recorders:
+            line = [[kinds[e[0]], round(e[1] - t0, 4), *e[2:]] for e in r.timeline]
+            fh.write(json.dumps({
+                "client": r.tag, "node": r.node, "connected_at": round(r.connected_at - t0, 4),
+                "closed_at": None if r.closed_at is None else round(r.closed_at - t0, 4),
+                "close_code": r.close_code, "sent": r.next_number, "welcome": r.welcome,
+                "reported": sorted(r.reported), "unknown": sorted(r.unknown),
+                "errors": r.errors[:20], "timeline": line}, default=str) + "\n")
+
+
 async def nemesis(opts: Options) -> Report:
     """One run (module docstring)."""
     say = (lambda _s: None) if opts.quiet else (lambda s: print(s, flush=True))
@@ -276,6 +294,7 @@ async def nemesis(opts: Options) -> Report:
         report.directory = str(directory)
         (directory / "report.json").write_text(json.dumps(report.to_json(full=True),
                                                           indent=1, default=str))
+        write_clients(directory / "clients.jsonl", load.run.recorders, t0)
     else:
         shutil.rmtree(directory, ignore_errors=True)
     return report
