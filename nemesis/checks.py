@@ -36,6 +36,7 @@ of every node.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -156,14 +157,43 @@ def gap_notices(lv: Lives) -> list[str]:
 
 
 # ------------------------------------------------------------------------ the clients
-def check_clients(recorders: list[Recorder]) -> list[Violation]:
-    """``faultload.verdict`` over the clients (needs a settled run)."""
-    problems = verdict(recorders, settled=True).problems
+def check_clients(recorders: list[Recorder],
+                  joined_at: dict[int, float] | None = None) -> list[Violation]:
+    """``faultload.verdict`` over the clients (needs a settled run). ``joined_at``: when
+    each client's join was answered (``late_join``)."""
+    problems = [p for p in verdict(recorders, settled=True).problems
+                if not late_join(p, recorders, joined_at or {})]
     lost = [p for p in problems if "not reported back and delivered nowhere" in p
             or "not delivered by" in p]
     other = [p for p in problems if p not in lost]
     return (_cap("delivered_or_reported", lost + unseen_by_sender(recorders))
             + _cap("client_views", other))
+
+
+CONTIGUOUS = re.compile(r"view (\d+): client (\d+) of node \d+'s positions are not "
+                        r"contiguous from 0")
+
+
+def late_join(problem: str, recorders: list[Recorder], joined_at: dict[int, float]) -> bool:
+    """Whether ``problem`` is the verdict's "positions are not contiguous from 0" for a
+    client whose join was answered after that view's ``view`` frame, and whose
+    deliveries in it are contiguous from the first. A join made while the daemon is
+    outside a primary view is answered by the daemon's snapshot, at its position in the
+    next view (daemon/groups.py), so such a client rightly receives that view from
+    there on; the verdict assumes a client that saw a view's frame gets all of it."""
+    m = CONTIGUOUS.fullmatch(problem)
+    if m is None:
+        return False
+    view, tag = int(m.group(1)), int(m.group(2))
+    rec = next((r for r in recorders if r.tag == tag), None)
+    if rec is None or tag not in joined_at:
+        return False
+    frames = [n.at for n in rec.views() if n.frame.get("view") == view and n.primary]
+    if not frames or frames[0] >= joined_at[tag]:
+        return False
+    positions = [e[3] for e in rec.timeline if e[0] == DELIVER and e[2] == view]
+    return bool(positions) and positions == list(range(positions[0],
+                                                       positions[0] + len(positions)))
 
 
 def unseen_by_sender(recorders: list[Recorder]) -> list[str]:

@@ -56,6 +56,8 @@ class Load:
         # FaultRun numbers a client (its messages' tag) by how many it connected before:
         # concurrent connects (a whole cluster restarted at once) would share a tag
         self._connecting = asyncio.Lock()
+        self.joined_at: dict[int, float] = {}
+        """Per client (tag): when its join was answered (``time.monotonic()``)."""
 
     async def connect(self, node: int) -> Recorder | None:
         """A fresh client of ``node`` (sending once the load runs); ``None`` when the
@@ -63,6 +65,7 @@ class Load:
         try:
             async with self._connecting:
                 rec = await self.run.connect(node, timeout=10.0)
+                self.joined_at[rec.tag] = time.monotonic()
         except (OSError, TimeoutError, ConnectionError) as exc:
             self.connect_errors.append(f"node {node}: client could not connect: {exc!r}")
             return None

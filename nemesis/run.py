@@ -265,7 +265,7 @@ async def nemesis(opts: Options) -> Report:
                           default=Proc(n.node, 0)) for n in cluster.nodes}
         starts = 1 + sum(1 for s in sched.steps if s.kind == S.RESTART_ALL)
         v += checks.check_logs(lv, live=last_lives, first_views=starts)
-        v += checks.check_clients(load.run.recorders)
+        v += checks.check_clients(load.run.recorders, load.joined_at)
         v += checks.check_health(sampler.samples, faults.all_outages(), opts.exclude_within)
         v += checks._cap("actions", faults.errors + load.connect_errors)
         v += checks._cap("daemon_errors", daemon_errors(dirs))

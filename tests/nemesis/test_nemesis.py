@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from amcast.protocols.simulation.checkers import Proc
 
-from amcast.faultload import DELIVER, Recorder
+from amcast.faultload import DELIVER, VIEW, Notice, Recorder
 from nemesis import checks
 from nemesis import schedule as S
 from nemesis.faults import Outage
@@ -144,6 +144,26 @@ def test_a_message_only_a_crashed_daemon_delivered_is_still_owed_to_its_sender()
 def test_a_client_side_duplicate_is_reported() -> None:
     found = checks.check_clients([recorder(2, [0, 1, 1])])
     assert "client_views" in {v.prop for v in found}
+
+
+def late_joiner(skipped: bool) -> Recorder:
+    """A client that saw view 2's frame, then its deliveries from position 5 (or, with
+    ``skipped``, 5, 6 and 8)."""
+    frame = {"t": "view", "view": V2, "members": MEMBERS, "primary": True, "previous": V1}
+    rec = Recorder(0, 0)
+    rec.welcome = {"view": V1, "primary": False, "members": MEMBERS}
+    rec.timeline = [(VIEW, 1.0, frame)] + [
+        (DELIVER, 3.0, V2, p, 1, p) for p in ([5, 6, 8] if skipped else [5, 6, 7])]
+    rec.notices = [Notice(1.0, VIEW, frame)]
+    return rec
+
+
+def test_a_client_whose_join_was_answered_mid_view_is_not_owed_its_start() -> None:
+    assert checks.check_clients([late_joiner(False)], {0: 2.0}) == []
+    found = checks.check_clients([late_joiner(False)], {0: 0.5})  # joined before the view
+    assert [v.prop for v in found] == ["client_views"]
+    found = checks.check_clients([late_joiner(True)], {0: 2.0})  # a hole after the join
+    assert [v.prop for v in found] == ["client_views"]
 
 
 def sample(at: float, node: int, ok: bool, primary: bool, members: tuple[int, ...]
