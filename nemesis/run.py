@@ -243,7 +243,7 @@ async def nemesis(opts: Options) -> Report:
         v += checks.check_converged(final, range(opts.nodes))
         await load.stop(SETTLE_S)
         try:
-            await load.run.settle(SETTLE_S)
+            await load.settle(SETTLE_S)
         except TimeoutError as exc:
             health = "; ".join(f"{s.who}: {s.problem or 'ok'}" for s in
                                await sampler.sample_once())
