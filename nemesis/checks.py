@@ -22,8 +22,10 @@ where their terms fit (``amcast.protocols.simulation.checkers``):
 
 Over the clients' records (``amcast.faultload.verdict``, which judges what each client
 saw): ``delivered_or_reported``: every message a client sent and stayed connected for
-was delivered, or reported back to it (``undelivered``, refused); ``client_views``:
-everything else that verdict reports (members of a view, order at the clients).
+was delivered, or reported back to it (``undelivered``, refused), and reached that
+client itself one way or the other (``unseen_by_sender``); ``client_views``: everything
+else that verdict reports (members of a view, order at the clients), less its one
+false alarm (``late_join``).
 
 Over the health samples and the nemesis' ground truth (``nemesis.faults.Outage``):
 ``health``: no daemon says ``ok`` outside a primary view, and no daemon reports a
