@@ -247,4 +247,5 @@ async def test_short_run() -> None:
                                    transport="unicast", kinds=CI_KINDS, rate=40.0))
     assert report.ok, report.describe()
     assert report.stats["sent"] > 0 and report.stats["health_samples"] > 0
+    assert report.stats["clients_judged"] == 3  # one connected client per daemon
     assert time.monotonic() - began < 120
