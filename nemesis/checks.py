@@ -18,14 +18,15 @@ where their terms fit (``amcast.protocols.simulation.checkers``):
   messages only (non-uniform agreed delivery);
 - ``no_duplicates``: no life delivers a message twice;
 - ``gap_notice``: a gap notice's ``after`` names the last ordered message its life
-  logged before it.
+  logged before it (and, over the clients, a ``gap`` frame's the last one its client
+  received).
 
 Over the clients' records (``amcast.faultload.verdict``, which judges what each client
 saw): ``delivered_or_reported``: every message a client sent and stayed connected for
-was delivered, or reported back to it (``undelivered``, refused), and reached that
-client itself one way or the other (``unseen_by_sender``); ``client_views``: everything
-else that verdict reports (members of a view, order at the clients), less its one
-false alarm (``late_join``).
+was delivered, or reported back to it (``undelivered``, refused);
+``sender_outcome``: and it reached that client itself, delivered or reported
+(``unseen_by_sender``); ``client_views``: everything else that verdict reports (members
+of a view, order at the clients), less its one false alarm (``late_join``).
 
 Over the health samples and the nemesis' ground truth (``nemesis.faults.Outage``):
 ``health``: no daemon says ``ok`` outside a primary view, and no daemon reports a
@@ -47,7 +48,7 @@ from amcast.protocols.simulation import checkers as sim
 from amcast.protocols.simulation.checkers import Delivery, Proc
 from amcast.protocols.vocabulary import ServiceLevel
 
-from amcast.faultload import DELIVER, Recorder, verdict
+from amcast.faultload import DELIVER, GAP, Recorder, verdict
 from nemesis.faults import Outage
 from nemesis.load import HealthSample
 from nemesis.logs import Lives
@@ -168,8 +169,28 @@ def check_clients(recorders: list[Recorder],
     lost = [p for p in problems if "not reported back and delivered nowhere" in p
             or "not delivered by" in p]
     other = [p for p in problems if p not in lost]
-    return (_cap("delivered_or_reported", lost + unseen_by_sender(recorders))
-            + _cap("client_views", other))
+    return (_cap("delivered_or_reported", lost)
+            + _cap("sender_outcome", unseen_by_sender(recorders))
+            + _cap("client_views", other) + _cap("gap_notice", gap_frames(recorders)))
+
+
+def gap_frames(recorders: list[Recorder]) -> list[str]:
+    """A ``gap`` frame's ``after`` names the last ordered message its client received
+    in that view (docs/api.md: the client rebuilds from there), when the client
+    received any in it."""
+    out = []
+    for r in recorders:
+        last: dict[int, int] = {}
+        for e in r.timeline:
+            if e[0] == DELIVER and e[3] is not None:
+                last[e[2]] = e[3]
+            elif e[0] == GAP and e[2].get("after"):
+                view, position = e[2]["after"]
+                if view in last and last[view] != position:
+                    out.append(f"{r}: gap frame before view {e[2].get('view')} says "
+                               f"after [{view}, {position}]; the client's last delivery "
+                               f"there was at {last[view]}")
+    return out
 
 
 CONTIGUOUS = re.compile(r"view (\d+): client (\d+) of node \d+'s positions are not "

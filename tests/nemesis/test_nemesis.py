@@ -10,9 +10,10 @@ reports everything is caught too. The schedule is a pure function of its seed.
 partitions), a fixed seed whose schedule has every fault kind but the duplicate-id
 daemon (left out here: a refused duplicate can wedge the cluster at the next view
 change, a known defect being fixed; the kind stays in the generator and in full runs),
-40 s of faults, then convergence and every check. Where libfaketime is missing the
-clock steps drop out of the kinds, and the schedule is the one of the kinds that are
-left.
+40 s of faults, then convergence and every check; it does not fail on the properties
+in ``KNOWN`` (a pause or a cut triggers them, and those faults matter more here).
+Where libfaketime is missing the clock steps drop out of the kinds, and the schedule
+is the one of the kinds that are left.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 from amcast.protocols.simulation.checkers import Proc
 
-from amcast.faultload import DELIVER, VIEW, Notice, Recorder
+from amcast.faultload import DELIVER, GAP, VIEW, Notice, Recorder
 from nemesis import checks
 from nemesis import schedule as S
 from nemesis.faults import Outage
@@ -126,7 +127,7 @@ def recorder(sent: int, delivered: list[int], reported: set[int] = frozenset()) 
 def test_a_lost_accepted_message_is_reported() -> None:
     assert checks.check_clients([recorder(3, [0, 1], {2})]) == []
     found = checks.check_clients([recorder(3, [0, 1])])
-    assert {v.prop for v in found} == {"delivered_or_reported"}
+    assert {v.prop for v in found} == {"delivered_or_reported", "sender_outcome"}
     assert all("e.g. [2]" in v.detail for v in found)
 
 
@@ -137,7 +138,7 @@ def test_a_message_only_a_crashed_daemon_delivered_is_still_owed_to_its_sender()
     crashed.timeline = [(DELIVER, 1.0, V1, i, 0, n) for i, n in enumerate([0, 1, 2])]
     crashed.closed_at = 2.0
     found = checks.check_clients([sender, crashed])
-    assert [v.prop for v in found] == ["delivered_or_reported"]
+    assert [v.prop for v in found] == ["sender_outcome"]
     assert "neither delivered to it nor reported back, e.g. [2]" in found[0].detail
 
 
@@ -164,6 +165,17 @@ def test_a_client_whose_join_was_answered_mid_view_is_not_owed_its_start() -> No
     assert [v.prop for v in found] == ["client_views"]
     found = checks.check_clients([late_joiner(True)], {0: 2.0})  # a hole after the join
     assert [v.prop for v in found] == ["client_views"]
+
+
+def test_a_gap_frame_past_the_clients_last_delivery_is_reported() -> None:
+    def client(after: int) -> Recorder:
+        rec = recorder(3, [0, 1, 2])
+        rec.timeline.append((GAP, 4.0, {"t": "gap", "view": V2, "after": [V1, after]}))
+        return rec
+
+    assert checks.check_clients([client(2)]) == []
+    found = checks.check_clients([client(5)])  # in other units, or past a message
+    assert [v.prop for v in found] == ["gap_notice"]
 
 
 def sample(at: float, node: int, ok: bool, primary: bool, members: tuple[int, ...]
@@ -234,6 +246,14 @@ def test_relay_faults_only_over_unicast() -> None:
 
 
 CI_KINDS = tuple(k for k in S.ALL_KINDS if k != S.DUPID)
+KNOWN = {"gap_notice": "a daemon back from a pause or a cut sends its clients a gap frame "
+                       "whose position is in the engine's units, not in messages",
+         "sender_outcome": "a message the primary component delivered while its sender's "
+                           "daemon was away reaches the sender's client neither as a "
+                           "delivery nor as an undelivered report (only a gap covers it)"}
+"""Properties the short run reports but does not fail on: a known defect being fixed,
+and a hole in the client's outcomes the gap frame is meant to cover. A full run
+(``python -m nemesis.run``) fails on them; drop an entry once its cause is fixed."""
 CI_SEED = 496
 """Its 40 s schedule (3 nodes, unicast, every kind above) has a terminate, partitions
 both ways, a clock step beyond the replay window, lossy links, a kill, a restart with
@@ -245,7 +265,8 @@ async def test_short_run() -> None:
     began = time.monotonic()
     report = await nemesis(Options(nodes=3, seed=CI_SEED, duration=40.0,
                                    transport="unicast", kinds=CI_KINDS, rate=40.0))
-    assert report.ok, report.describe()
+    unexpected = [v for v in report.violations if v.prop not in KNOWN]
+    assert not unexpected, report.describe()
     assert report.stats["sent"] > 0 and report.stats["health_samples"] > 0
     assert report.stats["clients_judged"] == 3  # one connected client per daemon
     assert time.monotonic() - began < 120
