@@ -107,6 +107,14 @@ class Federation:
 
 
 @dataclass(frozen=True, slots=True)
+class ScalatomConfig:
+    literal_history_bound: bool = False
+    """PPS(m) from the R-deliveries with ``rec-ts < sn(m)``, the text's "lower than",
+    instead of ``<=``. Wrong under the ``(sn, id)`` tie-break (a message with the same sn
+    and a smaller id can be left out); kept so that a test shows the oracle catching it."""
+
+
+@dataclass(frozen=True, slots=True)
 class Send:
     dst: int
     msg: Message
@@ -137,8 +145,10 @@ class _PeerHistory:
 class ScalatomProcess:
     """One process p_j: a member of one group, or a client of none (it only multicasts)."""
 
-    def __init__(self, pid: int, federation: Federation) -> None:
+    def __init__(self, pid: int, federation: Federation,
+                 config: ScalatomConfig = ScalatomConfig()) -> None:
         self.pid = pid
+        self.config = config
         self.fed = federation
         self.group = federation.group_of(pid)
         self.peers: tuple[int, ...] = (
@@ -271,9 +281,10 @@ class ScalatomProcess:
             known = [p for p in self.peers if self._peer[p].horizon > sn]
             if len(known) + 1 < need:  # + 1: this process, whose clock is > sn(m)
                 continue
-            pps = {m for m, ts in self.history if ts <= sn}
+            bound = sn - 1 if self.config.literal_history_bound else sn
+            pps = {m for m, ts in self.history if ts <= bound}
             for p in known:
-                pps |= {m for m, ts in self._peer[p].rdelivered.items() if ts <= sn}
+                pps |= {m for m, ts in self._peer[p].rdelivered.items() if ts <= bound}
             pps -= self.delivered
             pps.discard(mid)
             self.pps[mid] = frozenset(pps)

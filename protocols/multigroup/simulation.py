@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 
 from amcast.protocols.multigroup.checkers import Datagram, Multicast, check_run
 from amcast.protocols.multigroup.messages import Message, MsgId, about, header_bytes
-from amcast.protocols.multigroup.scalatom import Deliver, Federation, Output, ScalatomProcess
+from amcast.protocols.multigroup.scalatom import (
+    Deliver,
+    Federation,
+    Output,
+    ScalatomConfig,
+    ScalatomProcess,
+)
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig, SimNetwork
 
 
@@ -55,6 +61,7 @@ class Scenario:
     intra_faults: LinkFaults | None = None
     detect_delay: tuple[float, float] = (1.0, 5.0)
     rto: float = 2.0
+    config: ScalatomConfig = field(default_factory=ScalatomConfig)
     max_events: int = 2_000_000
 
 
@@ -89,7 +96,7 @@ class _Sim:
                 intra |= {(a, b): clean for a in g for b in g if a != b}
         self.net = SimNetwork(NetworkConfig(default=sc.inter_faults, links=intra),
                               self.pids, rng)
-        self.procs = {p: ScalatomProcess(p, fed) for p in self.pids}
+        self.procs = {p: ScalatomProcess(p, fed, sc.config) for p in self.pids}
         self.crashed: set[int] = set()
         self.suspected: dict[int, set[int]] = defaultdict(set)
         self.heap: list[tuple[float, int, str, tuple]] = []
