@@ -112,6 +112,9 @@ class ScalatomConfig:
     """PPS(m) from the R-deliveries with ``rec-ts < sn(m)``, the text's "lower than",
     instead of ``<=``. Wrong under the ``(sn, id)`` tie-break (a message with the same sn
     and a smaller id can be left out); kept so that a test shows the oracle catching it."""
+    history_quorum: int | None = None
+    """How many members' histories (this process's included) PPS(m) waits for; None: a
+    majority of the group (step 5). Fewer is unsafe; kept for the oracle's tests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,7 +278,7 @@ class ScalatomProcess:
     def _try_pps(self, out: list[Output]) -> None:
         if self.group is None:
             return
-        need = len(self.fed.groups[self.group]) // 2 + 1
+        need = self.config.history_quorum or len(self.fed.groups[self.group]) // 2 + 1
         for mid in sorted(self.compute_pps, key=lambda m: (self.sn[m], m)):
             sn = self.sn[mid]
             known = [p for p in self.peers if self._peer[p].horizon > sn]

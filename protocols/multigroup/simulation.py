@@ -9,7 +9,8 @@ crashed, until it reaches the receiver or the receiver crashes: the reliable cha
 of Chandra and Toueg, which the uniform R-multicast needs (``scalatom.py``).
 
 Faults: crashes of a minority of each group at random times, a sender crashing in the
-middle of its multicast (only a prefix of its datagrams leaves), and a ◇S failure
+middle of its multicast (only a prefix of its datagrams leaves), one slow member whose
+links are several times slower (it lags behind its group's majority), and a ◇S failure
 detector fed to every process: a crashed process is suspected by everyone a little
 after its crash (strong completeness), and correct processes are falsely suspected
 for a while until ``stable_after`` (eventual weak accuracy).
@@ -61,6 +62,9 @@ class Scenario:
     intra_faults: LinkFaults | None = None
     detect_delay: tuple[float, float] = (1.0, 5.0)
     rto: float = 2.0
+    slow_node: int | None = None
+    """Every link of this process is ``slow_factor`` times slower (in and out)."""
+    slow_factor: float = 8.0
     config: ScalatomConfig = field(default_factory=ScalatomConfig)
     max_events: int = 2_000_000
 
@@ -123,6 +127,8 @@ class _Sim:
             delay = f.delay + self.rng.uniform(0.0, f.jitter)
             if f.reorder and self.rng.random() < f.reorder:
                 delay += self.rng.uniform(0.0, f.reorder_window)
+            if self.sc.slow_node in (src, dst):
+                delay *= self.sc.slow_factor
             self.at(now + delay, "arrive", src, dst, msg)
 
     def emit(self, now: float, pid: int, outputs: list[Output], limit: int | None = None) -> None:
@@ -220,6 +226,12 @@ class SweepConfig:
     partial_multicast_probability: float = 0.1
     false_suspicions: int = 6
     stable_after: float = 60.0
+    slow_probability: float = 0.5
+    """The chance of one slow group member (its links ``slow_factor`` times slower)."""
+
+
+CONTENTION = SweepConfig(messages=(20, 40), send_window=5.0, group_size=(3, 5))
+"""Many concurrent multicasts to larger groups: where a slow member lags its majority."""
 
 
 def random_scenario(seed: int, cfg: SweepConfig = SweepConfig()) -> Scenario:
@@ -257,8 +269,10 @@ def random_scenario(seed: int, cfg: SweepConfig = SweepConfig()) -> Scenario:
             continue
         t0 = rng.uniform(0.0, cfg.stable_after)
         false.append((obs, sus, t0, rng.uniform(t0, cfg.stable_after)))
+    slow = rng.choice(members) if rng.random() < cfg.slow_probability else None
     return Scenario(fed, clients, tuple(multicasts), crashes, tuple(false),
-                    cfg.inter_faults, cfg.intra_faults)
+                    cfg.inter_faults, cfg.intra_faults, slow_node=slow,
+                    slow_factor=rng.uniform(3.0, 10.0))
 
 
 def sweep(seeds: Iterable[int], cfg: SweepConfig = SweepConfig(),

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from amcast.protocols.multigroup.scalatom import ScalatomConfig
 from amcast.protocols.multigroup.simulation import (
+    CONTENTION,
     LinkFaults,
     SweepConfig,
     random_scenario,
@@ -33,16 +34,22 @@ def test_harsh_faults_hold_every_property() -> None:
     assert report["failed"] == [], report["violations"]
 
 
+def test_contention_holds_every_property() -> None:
+    report = sweep(range(20, 50), CONTENTION)
+    assert report["failed"] == [], report["violations"]
+
+
 def test_the_sweep_exercises_its_faults() -> None:
-    crashes = partial = false = 0
+    crashes = partial = false = slow = 0
     for seed in range(40):
         sc = random_scenario(seed)
         crashes += len(sc.crashes)
         partial += sum(m.crash_after is not None for m in sc.multicasts)
         false += len(sc.false_suspicions)
+        slow += sc.slow_node is not None
         for g in sc.federation.groups.values():
             assert 2 * len([p for p in g if p in sc.crashes]) < len(g)
-    assert crashes and partial and false
+    assert crashes and partial and false and slow
 
 
 @pytest.mark.parametrize("seed", [2, 9])
@@ -53,3 +60,12 @@ def test_the_texts_history_bound_breaks_total_order(seed: int) -> None:
     assert run_scenario(sc, seed).violations == []
     literal = replace(sc, config=ScalatomConfig(literal_history_bound=True))
     assert any(v.startswith("acyclicity") for v in run_scenario(literal, seed).violations)
+
+
+def test_potential_predecessors_from_less_than_a_majority_break_total_order() -> None:
+    """PPS(m) from this process's own history alone (step 5 waits for a majority): a
+    slow member misses a predecessor its majority saw, and delivers out of order."""
+    sc = random_scenario(28, CONTENTION)
+    assert run_scenario(sc, 28).violations == []
+    alone = replace(sc, config=ScalatomConfig(history_quorum=1))
+    assert any(v.startswith("acyclicity") for v in run_scenario(alone, 28).violations)
