@@ -85,12 +85,14 @@ demo: install
 	exit $$(( demo || audit ))
 
 # Tools the deployment tests call (tests/deploy): docker-compose validates the compose
-# file without an engine, promtool (Debian's prometheus) checks the Prometheus files.
+# file without an engine, promtool (Debian's prometheus) checks the Prometheus files;
+# and libfaketime, the nemesis' clock steps (tests/nemesis).
 # Installed with apt-get only when missing; CI (.ci/run) runs this before `make test`.
 deploy-tools:
 	@missing=""; \
 	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v faketime >/dev/null || missing="$$missing faketime"; \
 	if [ -z "$$missing" ]; then echo "deploy tools present"; \
 	elif command -v apt-get >/dev/null; then \
 	  echo "installing:$$missing"; \

@@ -96,6 +96,10 @@ class Recorder:
         self.frames: dict[int, int] = {}  # send frame id -> its message count
         self.reported: set[int] = set()  # numbers reported undelivered or refused
         self.unknown: set[int] = set()  # of them, undelivered with an unknown outcome
+        self.delivered_away: set[int] = set()
+        """Numbers reported ``undelivered`` with outcome ``delivered``: the primary
+        component delivered them while this client's daemon was away (not reported
+        back: they must be delivered exactly once, though not to this client)."""
         self.refusals: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self.closed_at: float | None = None
@@ -211,6 +215,9 @@ class Recorder:
             if code == "undelivered":
                 first = int(f.get("first", 0))
                 count = int(f.get("count", size - first))
+                if f.get("outcome") == "delivered":
+                    self.delivered_away.update(range(ref + first, ref + first + count))
+                    return
                 self.reported.update(range(ref + first, ref + first + count))
                 if f.get("outcome") == "unknown":
                     self.unknown.update(range(ref + first, ref + first + count))

@@ -976,7 +976,19 @@ class Daemon:
         deliver (and this daemon never did: they lie in its gap) are retired first."""
         elsewhere = 0
         for cid, count in _messages_per_client(ev.delivered_elsewhere).items():
-            self.ledger.delivered(cid, count)
+            # delivered by the primary component while this daemon was away: in its
+            # gap, never delivered here; the sender's client hears it per message
+            conn = self.api.clients.get(cid)
+            for ref, first, n in self.ledger.fail_oldest(cid, count):
+                if conn is not None:
+                    conn.fail(
+                        "undelivered",
+                        f"messages {first}..{first + n - 1} of this send frame were "
+                        f"delivered by the primary component in view {ev.view} while this "
+                        "daemon was away from it; this daemon will not deliver them (they "
+                        "lie in its order gap: transfer state from another member)",
+                        ref=ref, extra={"first": first, "count": n, "outcome": "delivered"},
+                    )
             self.own_outstanding -= count
             elsewhere += count
         if elsewhere:

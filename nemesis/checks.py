@@ -48,7 +48,7 @@ from amcast.protocols.simulation import checkers as sim
 from amcast.protocols.simulation.checkers import Delivery, Proc
 from amcast.protocols.vocabulary import ServiceLevel
 
-from amcast.faultload import DELIVER, GAP, Recorder, verdict
+from amcast.faultload import DELIVER, Recorder, verdict
 from nemesis.faults import Outage
 from nemesis.load import HealthSample
 from nemesis.logs import Lives
@@ -168,29 +168,11 @@ def check_clients(recorders: list[Recorder],
                 if not late_join(p, recorders, joined_at or {})]
     lost = [p for p in problems if "not reported back and delivered nowhere" in p
             or "not delivered by" in p]
-    other = [p for p in problems if p not in lost]
+    gaps = [p for p in problems if ": the gap before view " in p]  # faultload.gap_problems
+    other = [p for p in problems if p not in lost and p not in gaps]
     return (_cap("delivered_or_reported", lost)
             + _cap("sender_outcome", unseen_by_sender(recorders))
-            + _cap("client_views", other) + _cap("gap_notice", gap_frames(recorders)))
-
-
-def gap_frames(recorders: list[Recorder]) -> list[str]:
-    """A ``gap`` frame's ``after`` names the last ordered message its client received
-    in that view (docs/api.md: the client rebuilds from there), when the client
-    received any in it."""
-    out = []
-    for r in recorders:
-        last: dict[int, int] = {}
-        for e in r.timeline:
-            if e[0] == DELIVER and e[3] is not None:
-                last[e[2]] = e[3]
-            elif e[0] == GAP and e[2].get("after"):
-                view, position = e[2]["after"]
-                if view in last and last[view] != position:
-                    out.append(f"{r}: gap frame before view {e[2].get('view')} says "
-                               f"after [{view}, {position}]; the client's last delivery "
-                               f"there was at {last[view]}")
-    return out
+            + _cap("client_views", other) + _cap("gap_notice", gaps))
 
 
 CONTIGUOUS = re.compile(r"view (\d+): client (\d+) of node \d+'s positions are not "
@@ -235,7 +217,8 @@ def unseen_by_sender(recorders: list[Recorder]) -> list[str]:
         if not r.open_:
             continue
         seen = {n for tag, n in r.delivered_keys() if tag == r.tag}
-        unseen = [n for n in range(r.next_number) if n not in seen and n not in r.reported]
+        unseen = [n for n in range(r.next_number)
+                  if n not in seen and n not in r.reported and n not in r.delivered_away]
         if unseen:
             elsewhere = "; ".join(f"{n}: " + (", ".join(where[(r.tag, n)][:3])
                                               if (r.tag, n) in where else "nowhere")

@@ -91,6 +91,8 @@ class Undelivered:
     first, or it was excluded from the view they were sent in. They are not sent again;
     members excluded with it may or may not deliver them. ``outcome``:
     ``"not_delivered"`` (the daemon learned the primary component did not deliver them),
+    ``"delivered"`` (the primary component delivered them while this daemon was away from
+    the view: they lie in its order gap, and reach this client only by state transfer),
     ``"unknown"`` (it may have: the daemon never learned how the view ended), or ``""``
     (not said: a stopping daemon, or an older one). A later ``ConnectionClosed`` also
     counts them as unknown."""

@@ -278,7 +278,8 @@ async def test_own_messages_the_primary_delivered_are_retired_before_those_in_do
     make_cluster: Any,
 ) -> None:
     """Excluded from a view, this daemon never delivered frame 21 (inside the cut: the
-    primary component delivered it) and frame 22 is in doubt (beyond the cut). The
+    primary component delivered it; the client hears so, outcome ``delivered``) and
+    frame 22 is in doubt (beyond the cut). The
     ledger counts a client's messages in send order, so 21 must be retired first: the
     client hears about 22, whole, and frame 23 (sent later, delivered in the next view)
     is accounted for too. Counting the in-doubt messages from the oldest alone named
@@ -298,6 +299,10 @@ async def test_own_messages_the_primary_delivered_are_retired_before_those_in_do
     (b_env, _), (c_env, _), (d_env, _) = fake.submitted
     fake.pending.append(MessagesInDoubt(5, (c_env,), (), (b_env,)))
     d._request_pump()
+    elsewhere = await raw.next()  # the client hears of 21 too: delivered, but not here
+    assert (elsewhere["code"], elsewhere["id"], elsewhere["first"], elsewhere["count"],
+            elsewhere["outcome"]) == ("undelivered", 21, 0, 1, "delivered")
+    assert "delivered by the primary component" in elsewhere["detail"]
     error = await raw.next()
     assert (error["code"], error["id"], error["first"], error["count"]) == ("undelivered", 22, 0, 3)
     assert d.ledger.messages == 1 and d.own_outstanding == 1

@@ -7,11 +7,8 @@ the property it violates; the same facts without the plant must pass, so a check
 reports everything is caught too. The schedule is a pure function of its seed.
 
 ``test_short_run`` is the process test: 3 daemons over unicast (the relay makes the
-partitions), a fixed seed whose schedule has every fault kind but the duplicate-id
-daemon (left out here: a refused duplicate can wedge the cluster at the next view
-change, a known defect being fixed; the kind stays in the generator and in full runs),
-40 s of faults, then convergence and every check; it does not fail on the properties
-in ``KNOWN`` (a pause or a cut triggers them, and those faults matter more here).
+partitions), a fixed seed whose schedule has every fault kind, 40 s of faults, then
+convergence and every check, none of them waived.
 Where libfaketime is missing the clock steps drop out of the kinds, and the schedule
 is the one of the kinds that are left.
 """
@@ -245,19 +242,11 @@ def test_relay_faults_only_over_unicast() -> None:
         S.usable_kinds(("meteor",), "unicast", True)
 
 
-CI_KINDS = tuple(k for k in S.ALL_KINDS if k != S.DUPID)
-KNOWN = {"gap_notice": "a daemon back from a pause or a cut sends its clients a gap frame "
-                       "whose position is in the engine's units, not in messages",
-         "sender_outcome": "a message the primary component delivered while its sender's "
-                           "daemon was away reaches the sender's client neither as a "
-                           "delivery nor as an undelivered report (only a gap covers it)"}
-"""Properties the short run reports but does not fail on: a known defect being fixed,
-and a hole in the client's outcomes the gap frame is meant to cover. A full run
-(``python -m nemesis.run``) fails on them; drop an entry once its cause is fixed."""
-CI_SEED = 496
-"""Its 40 s schedule (3 nodes, unicast, every kind above) has a terminate, partitions
-both ways, a clock step beyond the replay window, lossy links, a kill, a restart with
-another key, a pause and a restart of the whole cluster."""
+CI_KINDS = S.ALL_KINDS
+CI_SEED = 908
+"""Its 40 s schedule (3 nodes, unicast, every kind) has a duplicate-id daemon, a
+terminate, a kill, lossy links, partitions, pauses, a clock step and a restart of the
+whole cluster."""
 
 
 @pytest.mark.processes
@@ -266,8 +255,7 @@ async def test_short_run() -> None:
     report = await nemesis(Options(nodes=3, seed=CI_SEED, duration=40.0,
                                    transport="unicast", kinds=CI_KINDS, rate=40.0))
     print(report.describe())  # the tolerated violations too (pytest -rP shows them)
-    unexpected = [v for v in report.violations if v.prop not in KNOWN]
-    assert not unexpected, report.describe()
+    assert not report.violations, report.describe()
     assert report.stats["sent"] > 0 and report.stats["health_samples"] > 0
     assert report.stats["clients_judged"] == 3  # one connected client per daemon
     assert time.monotonic() - began < 120
