@@ -35,9 +35,17 @@ frame's first message, from a history of frame starts (8 bytes a frame, at most
 ``2 * HISTORY`` kept; for an older frame the end given is the oldest start still known, a
 conservative range).
 
-Views and gaps. ``view`` frames become ``ViewChange`` events and ``gap`` frames
-``OrderGap`` events, in frame order with the deliveries; ``view`` and ``gap`` keep the
-last of each (``welcome`` sets both: its ``view``, ``members``, ``primary`` and ``gap``).
+Views, gaps and members. ``view`` frames become ``ViewChange`` events, ``gap`` frames
+``OrderGap`` events and ``members`` frames ``MembersChange`` events, in frame order with
+the deliveries; ``view`` and ``gap`` keep the last of each (``welcome`` sets both: its
+``view``, ``members``, ``primary`` and ``gap``), ``members`` the last notice of each
+group: the barriers (``wait_for_members``, ``wait_for_view``) wait on these, never
+taking an event from the application's queue.
+
+Self-discard. With ``self_discard`` the session drops, from each ``deliver`` frame of
+its own daemon, the entries whose client is this connection (``welcome``'s ``node`` and
+``client``): the daemon sends them, the application never sees them. Service aliases:
+``fifo`` and ``reliable`` are sent as ``causal``, which implies both.
 
 A daemon that predates ``sync`` (same protocol version) answers it with the error
 ``unknown_type`` carrying the sync's id, after handling every earlier frame in order:
