@@ -545,6 +545,11 @@ class SessionState:
         return self._session.members.get(group)
 
     @property
+    def watching(self) -> frozenset[str]:
+        """The groups joined with ``members=True`` (and not left since)."""
+        return frozenset(self._session.watching)
+
+    @property
     def unconfirmed_bytes(self) -> int:
         """Payload bytes of the messages amcastd has not confirmed yet."""
         s = self._session

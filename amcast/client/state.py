@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from amcast.client.errors import ClientTimeout
 from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, OrderGap
+from amcast.protocols.errors import ClientError
 
 if TYPE_CHECKING:
     from amcast.client.aio import Client
@@ -277,6 +278,17 @@ class StateTransfer:
         self._become_ready()
 
     # ---- drivers ---------------------------------------------------------------------
+    def _attach(self, client: Client | BlockingClient) -> None:
+        """Check that ``client`` can carry the transfer; take ``me`` from it."""
+        if client.self_discard:
+            raise ClientError("self_discard", "state transfer needs the client's own "
+                              "messages: connect without self_discard")
+        if self.group not in client.watching:
+            raise ClientError("not_watching", f"join({self.group!r}, members=True) "
+                              "before the state transfer reads its events")
+        if self.me is None:
+            self.me = (client.node, client.client_id)
+
     def _wait(self, timeout: float | None) -> tuple[float | None, bool]:
         """How long to wait for the next event, and whether that is a retry's wait."""
         due = self.due()
@@ -288,8 +300,7 @@ class StateTransfer:
         """Read one event from ``client`` (up to ``timeout``: ``ClientTimeout``), handle
         it (``apply`` gets the group's messages) and send what it produced; returns the
         event. Asks again meanwhile when a request is overdue (``tick``)."""
-        if self.me is None:
-            self.me = (client.node, client.client_id)
+        self._attach(client)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -311,8 +322,7 @@ class StateTransfer:
 
     async def next_async(self, client: Client, timeout: float | None = None) -> Event:
         """``next`` for the asyncio client (``timeout`` None waits for ever)."""
-        if self.me is None:
-            self.me = (client.node, client.client_id)
+        self._attach(client)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -9,8 +9,16 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from amcast.client import DeliveredBatch, Delivery, MembersChange, OrderGap
+from amcast.client import (
+    BlockingClient,
+    ClientError,
+    DeliveredBatch,
+    Delivery,
+    MembersChange,
+    OrderGap,
+)
 from amcast.client.state import StateTransfer
+from tests.client.fakedaemon import FakeDaemon
 
 
 @dataclass
@@ -181,3 +189,26 @@ def test_other_groups_pass_through_and_bad_arguments_are_refused() -> None:
     assert [d.payload for d in st.handle(batch)] == [b"x"]
     with pytest.raises(ValueError):
         StateTransfer("g", bytes, lambda b: None, lambda d: None, service="causal")
+
+
+def test_the_drivers_check_the_client_and_run_a_lone_founder(sock: str) -> None:
+    applied: list[bytes] = []
+    st = StateTransfer("g", bytes, lambda b: None, lambda d: applied.append(d.payload))
+    with FakeDaemon(sock) as fake:
+        with BlockingClient.connect(sock, self_discard=True) as c:
+            with pytest.raises(ClientError) as info:
+                st.next(c, 1)
+            assert info.value.code == "self_discard"
+        with BlockingClient.connect(sock, name="solo") as c:
+            c.join("g")
+            with pytest.raises(ClientError) as info:
+                st.next(c, 1)
+            assert info.value.code == "not_watching"
+            c.join("g", members=True)
+            me = [c.node, c.client_id, "solo"]
+            fake.emit({"t": "members", "group": "g", "members": [me], "joined": [me],
+                       "left": [], "cause": "join", "view": 1, "position": 0})
+            assert isinstance(st.next(c, 5), MembersChange) and st.ready
+            c.send(st.wrap(b"x"), "g")
+            assert isinstance(st.next(c, 5), DeliveredBatch)
+            assert applied == [b"x"] and st.outbox == []
