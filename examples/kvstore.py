@@ -17,6 +17,10 @@ What it shows:
   state, gets a snapshot taken at the place of its request in the total order, and
   applies what comes after; one whose daemon missed part of the order (``OrderGap``)
   does the same;
+- not losing a write: a replica keeps what it sent (by message number) and sends again
+  the writes its daemon reports ``Undelivered`` (its daemon was cut off from the view
+  they were sent in) unless the others delivered them (outcome ``delivered``: they are
+  in the state the replica gets by transfer);
 - writes from every replica: ``--writes`` ``set`` commands (keys of its own and keys
   shared by all), then a ``done`` marker. When a replica has applied the ``done`` of
   every one of the ``--replicas`` names, it has applied the same writes as every other
@@ -38,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amcast.client import Client, Delivery
+from amcast.client import Client, Delivery, Undelivered
 from amcast.client.state import StateTransfer
 
 GROUP = "kv"
@@ -84,13 +88,17 @@ def say(*words: object) -> None:
 
 
 async def write(client: Client, st: StateTransfer, name: str, writes: int,
-                interval: float) -> None:
+                interval: float, sent: dict[int, bytes]) -> None:
+    async def send(command: str) -> None:
+        payload = st.wrap(command.encode())
+        sent[await client.send_wait(payload, GROUP)] = payload
+
     for i in range(writes):
-        await client.send_wait(st.wrap(f"set {name}/{i % 20} {i}".encode()), GROUP)
-        await client.send_wait(st.wrap(f"set shared/{i % 10} {name}:{i}".encode()), GROUP)
+        await send(f"set {name}/{i % 20} {i}")
+        await send(f"set shared/{i % 10} {name}:{i}")
         if interval:
             await asyncio.sleep(interval)
-    await client.send_wait(st.wrap(f"done {name}".encode()), GROUP)
+    await send(f"done {name}")
     await client.sync()
     say("wrote", writes)
 
@@ -104,12 +112,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await client.join(GROUP, members=True)
         await client.wait_for_members(GROUP, args.replicas, timeout=args.deadline)
         say("barrier", args.replicas)
-        writer = asyncio.create_task(write(client, st, args.name, args.writes, args.interval))
+        sent: dict[int, bytes] = {}
+        writer = asyncio.create_task(write(client, st, args.name, args.writes, args.interval,
+                                           sent))
         ready = False
         reported = 0
         try:
             while len(store.done) < args.replicas:
-                await st.next_async(client, timeout=max(0.0, deadline - time.monotonic()))
+                event = await st.next_async(client,
+                                            timeout=max(0.0, deadline - time.monotonic()))
+                if isinstance(event, Undelivered) and event.outcome != "delivered":
+                    say("resending", event.count)
+                    for m in event.messages:
+                        sent[await client.send_wait(sent[m], GROUP)] = sent[m]
                 if st.ready and not ready:
                     ready = True
                     say("ready", "restored" if st.stats.restored else "founded")
@@ -122,7 +137,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     out = {"name": args.name, **store.contents(),
            "stats": {"restored": st.stats.restored, "discarded": st.stats.discarded,
                      "replayed": st.stats.replayed, "requests": st.stats.requests,
-                     "snapshots_sent": st.stats.snapshots_sent}}
+                     "snapshots_sent": st.stats.snapshots_sent, "gaps": st.stats.gaps}}
     return out
 
 
