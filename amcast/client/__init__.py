@@ -1,8 +1,13 @@
 """Python clients of amcastd's unix-socket API (``docs/api.md``): asyncio and blocking.
 
 ``Client`` (asyncio, ``await Client.connect(path)``) and ``BlockingClient`` (plain
-sockets) speak the same protocol through one sans-IO ``Session``:
+sockets, ``BlockingClient.connect(path)``) speak the same protocol through one sans-IO
+``Session``, with the same calls (the asyncio ones awaited):
 
+- ``join(*groups, members=True)`` then ``wait_for_members(group, n or names)``: the
+  start-up barrier. It returns once the group has those members; every message sent
+  after it is received by all of them (``wait_for_view(nodes)``: the daemon's primary
+  view has those nodes);
 - ``send(payload: bytes, groups, service)`` returns the message's *number* (0, 1, ... per
   connection); messages are batched transparently into ``send`` frames whose ``id`` is
   the number of their first message;
@@ -15,12 +20,16 @@ sockets) speak the same protocol through one sans-IO ``Session``:
 - events (``next_event()``), in the daemon's frame order: ``DeliveredBatch`` (deliveries),
   ``ViewChange`` (primary view installed, or lost with a reason), ``OrderGap`` (a
   rejoined daemon missed part of the total order), ``Undelivered`` (own messages the
-  primary component did not deliver); ``view`` and ``gap`` keep the last of each;
+  primary component did not deliver), ``MembersChange`` (a watched group's members);
+  ``view``, ``gap`` and ``members(group)`` keep the last of each; ``self_discard`` (a
+  ``connect`` option) drops deliveries of the client's own messages;
 - when the connection ends, ``ConnectionClosed`` lists the messages not sent and those of
   unknown outcome.
 
 Modules: ``session`` (protocol state, no I/O), ``aio`` (``Client``), ``blocking``
-(``BlockingClient``), ``records`` (what is delivered), ``errors`` (what is raised).
+(``BlockingClient``), ``records`` (what is delivered), ``errors`` (what is raised),
+``state`` (``StateTransfer``: state transfer to a member that joins late or missed part
+of the order).
 """
 
 from amcast.client.aio import (
@@ -49,10 +58,13 @@ from amcast.client.records import (
     Undelivered,
     ViewChange,
 )
+from amcast.client.session import CLIENT_SERVICES
+from amcast.client.state import StateTransfer
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import SERVICES
 
 __all__ = [
+    "CLIENT_SERVICES",
     "DEFAULT_MAX_BATCH_BYTES",
     "DEFAULT_MAX_UNCONFIRMED_BYTES",
     "DEFAULT_SOCKET",
@@ -71,6 +83,7 @@ __all__ = [
     "MessagesRefused",
     "OrderGap",
     "Refusal",
+    "StateTransfer",
     "Undelivered",
     "Unreachable",
     "ViewChange",

@@ -37,13 +37,22 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import Any, cast
 
 from amcast import socket_protocol as sp
 from amcast.client.errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
-from amcast.client.records import DeliveredBatch, Delivery, Event
-from amcast.client.session import PAYLOAD_OVERHEAD, Reply, Session, SessionState
+from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
+from amcast.client.session import (
+    PAYLOAD_OVERHEAD,
+    Reply,
+    Session,
+    SessionState,
+    expected_members,
+    members_satisfy,
+    view_satisfies,
+)
+from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import FrameDecoder, FrameError
 
 DEFAULT_SOCKET = "/run/amcast/amcastd.sock"
@@ -96,6 +105,13 @@ LAZY_SYNC_S = 0.02
 them (below ``Session.lazy_sync_bytes`` in flight)."""
 
 
+def expected_text(want: int | Iterable[Any], what: str = "member") -> str:
+    """``3 members`` or ``members a, b``: a wait's target for people."""
+    if isinstance(want, int):
+        return f"{want} {what}{'s' if want != 1 else ''}"
+    return f"{what}s {', '.join(sorted(map(str, want)))}"
+
+
 class Client(SessionState):
     """asyncio client of amcastd; create with ``await Client.connect(path)``."""
 
@@ -103,11 +119,14 @@ class Client(SessionState):
                  max_queued_events: int = 4096, *,
                  max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
                  timeout: float | None = DEFAULT_TIMEOUT,
-                 sync_interval: float = LAZY_SYNC_S) -> None:
+                 sync_interval: float = LAZY_SYNC_S, self_discard: bool = False) -> None:
+        """A client not yet connected: use ``await Client.connect(...)``, which takes the
+        same arguments (and the socket path and name)."""
         self.max_batch_bytes = max_batch_bytes
         self.timeout = timeout
         self.sync_interval = sync_interval
-        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes)
+        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes,
+                                self_discard=self_discard)
         self._proto = _Protocol(self)
         self._loop = asyncio.get_running_loop()
         self._events: deque[Event] = deque()
@@ -125,14 +144,17 @@ class Client(SessionState):
                       max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
                       max_queued_events: int = 4096,
                       timeout: float | None = DEFAULT_TIMEOUT,
-                      sync_interval: float = LAZY_SYNC_S) -> Client:
+                      sync_interval: float = LAZY_SYNC_S,
+                      self_discard: bool = False) -> Client:
         """Connect and greet; raises ``Unreachable``, ``ClientTimeout`` or
-        ``ConnectionClosed`` (e.g. ``too_many_clients``). ``sync_interval``: how long
-        written messages may wait for a ``sync`` below an eighth of
-        ``max_unconfirmed_bytes`` in flight (``LAZY_SYNC_S``)."""
+        ``ConnectionClosed`` (e.g. ``too_many_clients``). ``name``: shown in status and
+        in ``members`` notices; ``sync_interval``: how long written messages may wait for
+        a ``sync`` below an eighth of ``max_unconfirmed_bytes`` in flight
+        (``LAZY_SYNC_S``); ``self_discard``: never deliver this connection's own messages
+        back to it (they are dropped by the client library; positions are unchanged)."""
         self = cls(max_batch_bytes, max_queued_events,
                    max_unconfirmed_bytes=max_unconfirmed_bytes, timeout=timeout,
-                   sync_interval=sync_interval)
+                   sync_interval=sync_interval, self_discard=self_discard)
         limit = None if timeout is None or math.isinf(timeout) else timeout
         try:
             await asyncio.wait_for(
@@ -148,16 +170,6 @@ class Client(SessionState):
             raise ClientTimeout(f"amcastd at {path} did not answer hello within {timeout} s "
                                 "(is it stalled?)") from None
         return self
-
-    # ---- state -----------------------------------------------------------------------
-    @property
-    def unconfirmed_bytes(self) -> int:
-        s = self._session
-        return s.pending_bytes + s.inflight_bytes
-
-    @property
-    def max_unconfirmed_bytes(self) -> int:
-        return self._session.max_unconfirmed_bytes
 
     # ---- frames in -------------------------------------------------------------------
     def _on_item(self, item: dict[str, Any] | FrameError) -> None:
@@ -197,6 +209,8 @@ class Client(SessionState):
     def _push(self, item: Event) -> None:
         self._events.append(item)
         self._event_ready.set()
+        if type(item) is MembersChange or type(item) is ViewChange:
+            self._progress.set()  # wakes wait_for_members / wait_for_view
         t = self._proto.transport
         if len(self._events) >= self._max_events and t is not None and not self._proto.paused:
             self._proto.paused = True
@@ -416,15 +430,70 @@ class Client(SessionState):
         """Join ``groups`` (returns once ordered); ``members``: also get ``MembersChange``
         events for them from ``next_event`` (the full list first)."""
         frame = {"t": "join", "groups": list(groups), **({"members": True} if members else {})}
+        if members:
+            self._session.watching.update(groups)
         reply = await self._request(frame, timeout)
         return list(reply["groups"])
 
     async def leave(self, *groups: str, timeout: float | None = None) -> list[str]:
+        """Leave ``groups`` (returns once ordered); returns the groups still joined."""
+        self._session.watching.difference_update(groups)
         reply = await self._request({"t": "leave", "groups": list(groups)}, timeout)
         return list(reply["groups"])
 
     async def status(self, timeout: float | None = None) -> dict[str, Any]:
+        """The daemon's ``status`` reply (docs/api.md)."""
         return await self._request({"t": "status"}, timeout)
+
+    # ---- start-up barriers -------------------------------------------------------------
+    async def wait_for_members(self, group: str, expected: int | Iterable[str], *,
+                               timeout: float | None = None) -> MembersChange:
+        """Wait until ``group`` has the members ``expected`` (at least that many clients,
+        or clients with every one of these ``hello`` names), as the last ``members``
+        notice says; returns that notice. The group must have been joined with
+        ``members=True``. Up to ``timeout`` (the client's unless given): ``ClientTimeout``.
+
+        This is the start-up barrier: every message any member sends after its
+        ``wait_for_members`` returned is ordered after the joins of all these members, so
+        each of them receives it. Events read meanwhile (the notices included) stay queued
+        for ``next_event``; a full queue raises ``ClientError("inbox_full")``."""
+        want = expected_members(expected)
+        s = self._session
+        if group not in s.watching:
+            raise ClientError("not_watching",
+                              f"join({group!r}, members=True) before waiting for its members")
+        await self._wait_state(lambda: members_satisfy(s.members.get(group), want), timeout,
+                               f"{group!r} to have {expected_text(want)}")
+        change = s.members[group]
+        return change
+
+    async def wait_for_view(self, nodes: int | Collection[int], *,
+                            timeout: float | None = None) -> ViewChange:
+        """Wait until this client's daemon is in a primary view of ``nodes`` (at least
+        that many daemons, or every one of these node ids); returns that view. Up to
+        ``timeout`` (the client's unless given): ``ClientTimeout``."""
+        s = self._session
+        await self._wait_state(lambda: view_satisfies(s.view, nodes), timeout,
+                               f"a primary view of {expected_text(nodes, 'node')}")
+        assert s.view is not None
+        return s.view
+
+    async def _wait_state(self, done: Callable[[], bool], timeout: float | None,
+                          what: str) -> None:
+        self._flush()
+        s = self._session
+        deadline = self._deadline(timeout)
+        while not done():
+            if s.closed is not None:
+                raise s.closed_error()
+            if self._proto.paused:
+                raise ClientError("inbox_full", f"waiting for {what}: {len(self._events)} "
+                                  "events unread: read them with next_event()")
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), self._left(deadline))
+            except TimeoutError:
+                raise ClientTimeout(f"waiting for {what}: not reached in time") from None
 
     # ---- deliveries --------------------------------------------------------------------
     async def next_event(self, timeout: float | None = None) -> Event:
@@ -439,8 +508,20 @@ class Client(SessionState):
                 await asyncio.wait_for(self._event_ready.wait(), timeout)
             except TimeoutError:
                 raise ClientTimeout(f"no delivery within {timeout} s") from None
+        return self._events.popleft() if not self._proto.paused else self._pop_paused()
+
+    def poll_event(self) -> Event | None:
+        """The next event if one has arrived, else None (never waits); after the end,
+        the events already received, then ``ConnectionClosed``."""
+        if self._events:
+            return self._events.popleft() if not self._proto.paused else self._pop_paused()
+        if self._session.closed is not None:
+            raise self._session.closed_error()
+        return None
+
+    def _pop_paused(self) -> Event:
         item = self._events.popleft()
-        if self._proto.paused and len(self._events) <= self._max_events // 2:
+        if len(self._events) <= self._max_events // 2:
             self._proto.paused = False
             t = self._proto.transport
             if t is not None and not t.is_closing():
@@ -456,12 +537,14 @@ class Client(SessionState):
                 return
 
     async def batches(self, timeout: float | None = None) -> AsyncIterator[DeliveredBatch]:
+        """The delivered batches (other events skipped); ``timeout`` as ``next_event``."""
         while True:
             item = await self.next_event(timeout)
             if isinstance(item, DeliveredBatch):
                 yield item
 
     async def deliveries(self, timeout: float | None = None) -> AsyncIterator[Delivery]:
+        """Every delivered message (other events skipped); ``timeout`` as ``next_event``."""
         async for batch in self.batches(timeout):
             for d in batch:
                 yield d

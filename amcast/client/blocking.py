@@ -27,7 +27,7 @@ import select
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from amcast import socket_protocol as sp
@@ -37,10 +37,19 @@ from amcast.client.aio import (
     DEFAULT_SOCKET,
     DEFAULT_TIMEOUT,
     connect_error,
+    expected_text,
 )
 from amcast.client.errors import ClientTimeout, ConnectionClosed
-from amcast.client.records import DeliveredBatch, Delivery, Event
-from amcast.client.session import Reply, Session, SessionState, _Frame
+from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
+from amcast.client.session import (
+    Reply,
+    Session,
+    SessionState,
+    _Frame,
+    expected_members,
+    members_satisfy,
+    view_satisfies,
+)
 from amcast.protocols.errors import ClientError
 from amcast.socket_protocol import FrameDecoder, FrameError
 
@@ -48,18 +57,21 @@ DEFAULT_MAX_QUEUED_BYTES = 32 * 1024 * 1024
 
 
 class BlockingClient(SessionState):
-    """amcastd client over a blocking-style API (no event loop), batching sends."""
+    """amcastd client over a blocking-style API (no event loop), batching sends; create
+    with ``BlockingClient.connect(path)`` (or ``BlockingClient(path)``: the same)."""
 
     def __init__(self, path: str = DEFAULT_SOCKET, *, name: str = "",
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
                  max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
-                 timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                 timeout: float | None = DEFAULT_TIMEOUT, self_discard: bool = False) -> None:
+        """Connect and greet, like ``connect``."""
         self.path = path
         self.max_batch_bytes = max_batch_bytes
         self.max_queued_bytes = max_queued_bytes
         self.timeout = timeout
-        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes)
+        self._session = Session(max_unconfirmed_bytes=max_unconfirmed_bytes,
+                                self_discard=self_discard)
         self._decoder = FrameDecoder(1 << 30)
         self._inbox: deque[Event] = deque()
         self._inbox_bytes = 0
@@ -81,6 +93,22 @@ class BlockingClient(SessionState):
         except ClientError:
             self._close_socket()
             raise
+
+    @classmethod
+    def connect(cls, path: str = DEFAULT_SOCKET, *, name: str = "",
+                max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
+                max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+                timeout: float | None = DEFAULT_TIMEOUT,
+                self_discard: bool = False) -> BlockingClient:
+        """Connect and greet (``Client.connect`` without ``await``); raises
+        ``Unreachable``, ``ClientTimeout`` or ``ConnectionClosed``. ``max_queued_bytes``
+        bounds the events read and not yet taken (the asyncio client counts events);
+        ``self_discard``: never deliver this connection's own messages back to it."""
+        return cls(path, name=name, max_batch_bytes=max_batch_bytes,
+                   max_unconfirmed_bytes=max_unconfirmed_bytes,
+                   max_queued_bytes=max_queued_bytes, timeout=timeout,
+                   self_discard=self_discard)
 
     # ---- state -----------------------------------------------------------------------
     def fileno(self) -> int:
@@ -241,6 +269,30 @@ class BlockingClient(SessionState):
             s.check()
         return target
 
+    def send_wait(self, payload: bytes, groups: str | Sequence[str],
+                  service: str = "agreed", *, timeout: float | None = None) -> int:
+        """``send``, waiting up to ``timeout`` (the client's unless given) for room: the
+        blocking ``send`` already waits; this names the wait as ``Client.send_wait`` does."""
+        if timeout is None:
+            return self.send(payload, groups, service)
+        saved, self.timeout = self.timeout, timeout
+        try:
+            return self.send(payload, groups, service)
+        finally:
+            self.timeout = saved
+
+    def drain(self, timeout: float | None = None) -> None:
+        """Flush, then wait (up to ``timeout``) while more than 3/4 of
+        ``max_unconfirmed_bytes`` is unconfirmed, as ``Client.drain``."""
+        s = self._session
+        self._flush()
+        low = s.max_unconfirmed_bytes * 3 // 4
+        if s.inflight_bytes > low:
+            self._io(s.sync_frame(force=True), [], lambda: s.inflight_bytes <= low,
+                     self._deadline(timeout), lambda: self._stalled("drain"))
+        if s.alarm:
+            s.check()
+
     def request_sync(self) -> None:
         """Flush and ask for a confirmation without waiting for it (see ``poll``)."""
         self._flush()
@@ -273,13 +325,48 @@ class BlockingClient(SessionState):
         """Join ``groups`` (returns once ordered); ``members``: also get ``MembersChange``
         events for them from ``next_event`` (the full list first)."""
         frame = {"t": "join", "groups": list(groups), **({"members": True} if members else {})}
+        if members:
+            self._session.watching.update(groups)
         return list(self._request(frame, timeout)["groups"])
 
     def leave(self, *groups: str, timeout: float | None = None) -> list[str]:
+        """Leave ``groups`` (returns once ordered); returns the groups still joined."""
+        self._session.watching.difference_update(groups)
         return list(self._request({"t": "leave", "groups": list(groups)}, timeout)["groups"])
 
     def status(self, timeout: float | None = None) -> dict[str, Any]:
+        """The daemon's ``status`` reply (docs/api.md)."""
         return self._request({"t": "status"}, timeout)
+
+    # ---- start-up barriers -------------------------------------------------------------
+    def wait_for_members(self, group: str, expected: int | Iterable[str], *,
+                         timeout: float | None = None) -> MembersChange:
+        """The start-up barrier, as ``Client.wait_for_members``: wait until ``group``
+        (joined with ``members=True``) has ``expected`` members (a count, or ``hello``
+        names); returns the last ``members`` notice. Events read meanwhile stay queued
+        for ``next_event``."""
+        want = expected_members(expected)
+        s = self._session
+        if group not in s.watching:
+            raise ClientError("not_watching",
+                              f"join({group!r}, members=True) before waiting for its members")
+        what = f"waiting for {group!r} to have {expected_text(want)}: not reached in time"
+        self._flush()
+        self._io(b"", [], lambda: members_satisfy(s.members.get(group), want),
+                 self._deadline(timeout), lambda: what)
+        return s.members[group]
+
+    def wait_for_view(self, nodes: int | Collection[int], *,
+                      timeout: float | None = None) -> ViewChange:
+        """Wait until this client's daemon is in a primary view of ``nodes`` (a count, or
+        node ids), as ``Client.wait_for_view``; returns that view."""
+        s = self._session
+        what = f"waiting for a primary view of {expected_text(nodes, 'node')}: not reached"
+        self._flush()
+        self._io(b"", [], lambda: view_satisfies(s.view, nodes), self._deadline(timeout),
+                 lambda: what)
+        assert s.view is not None
+        return s.view
 
     # ---- deliveries --------------------------------------------------------------------
     def _pop(self) -> Event:
@@ -322,11 +409,25 @@ class BlockingClient(SessionState):
                     raise
         return self._pop()
 
-    def deliveries(self, timeout: float | None = 10.0) -> Iterator[Delivery]:
+    def events(self) -> Iterator[Event]:
+        """Every event until the connection ends (waits for ever for each)."""
+        while True:
+            try:
+                yield self.next_event(None)
+            except ConnectionClosed:
+                return
+
+    def batches(self, timeout: float | None = 10.0) -> Iterator[DeliveredBatch]:
+        """The delivered batches (other events skipped); ``timeout`` as ``next_event``."""
         while True:
             item = self.next_event(timeout)
             if isinstance(item, DeliveredBatch):
-                yield from item
+                yield item
+
+    def deliveries(self, timeout: float | None = 10.0) -> Iterator[Delivery]:
+        """Every delivered message (other events skipped); ``timeout`` as ``next_event``."""
+        for batch in self.batches(timeout):
+            yield from batch
 
     # ---- the end -----------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:
@@ -343,6 +444,7 @@ class BlockingClient(SessionState):
             self.abort()
 
     def abort(self) -> None:
+        """Close now without waiting for confirmations (see ``Client.abort``)."""
         self._session.fail("closed", "the client closed the connection")
         self._close_socket()
 

@@ -31,9 +31,13 @@ class MessageBatch:
     """Consecutive messages of one ``send`` frame: numbers, groups, service, payloads."""
 
     messages: range
+    """The message numbers."""
     groups: tuple[str, ...]
+    """Their destination groups."""
     service: str
+    """Their service level."""
     payloads: list[bytes] = field(repr=False)
+    """Their payloads, in order (for a retry)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +45,11 @@ class Refusal:
     """One refused ``send`` frame: the daemon's error code and detail, its messages."""
 
     code: str
+    """The daemon's error code (``bad_field``, ``forbidden``, ...: docs/api.md)."""
     detail: str
+    """Its explanation, for people."""
     batch: MessageBatch
+    """The refused messages."""
 
 
 def describe(ranges: Iterable[range]) -> str:
@@ -57,6 +64,7 @@ def describe(ranges: Iterable[range]) -> str:
 
 
 def count(ranges: Iterable[range]) -> int:
+    """How many message numbers ``ranges`` hold."""
     return sum(len(r) for r in ranges)
 
 
@@ -79,10 +87,12 @@ class MessagesRefused(ClientError):
 
     @property
     def messages(self) -> list[int]:
+        """Every refused message number, in order."""
         return [m for r in self.refusals for m in r.batch.messages]
 
     @property
     def payloads(self) -> list[bytes]:
+        """The refused payloads, in the order of ``messages``."""
         return [p for r in self.refusals for p in r.batch.payloads]
 
 
@@ -146,5 +156,6 @@ class ConnectionClosed(ClientError):
         super().__init__(code, detail + (f"; {'; '.join(notes)}" if notes else ""))
 
     def unknown_messages(self) -> Iterator[int]:
+        """Every message number of unknown outcome, in order."""
         for r in self.unknown:
             yield from r

@@ -13,32 +13,55 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One application message as delivered to this client."""
+    """One application message as delivered to this client (iterate a
+    ``DeliveredBatch`` for them)."""
 
-    position: int | None  # total-order position (None for the causal service)
-    sender: int  # node id of the sending daemon
-    client: int  # the sending client's id at that daemon
+    position: int | None
+    """Its total-order position within ``view`` (the same on every node); None for the
+    ``causal`` service, which has no position."""
+    sender: int
+    """The node id of the sending daemon."""
+    client: int
+    """The sending client's id at that daemon (``welcome``'s ``client`` there): with
+    ``sender``, who sent it; ``(client.node, client.client_id)`` is this client."""
     groups: tuple[str, ...]
+    """The groups it was sent to (this client joined at least one)."""
     service: str
+    """``causal``, ``agreed`` or ``safe``."""
     payload: bytes
+    """The application's bytes."""
     view: int
-    message_id: str  # "{view}:{sender}:{seq}:{index}", the same on every node
+    """The view in which it was delivered."""
+    message_id: str
+    """``"{view}:{sender}:{seq}:{index}"``, the same on every node (and in the delivery
+    log)."""
 
 
 @dataclass(frozen=True, slots=True)
 class DeliveredBatch:
-    """One ``deliver`` frame: the part of one delivered vertex addressed to us."""
+    """One ``deliver`` frame: the part of one delivered batch (a datagram of the sending
+    daemon) addressed to this client. Iterate it for its ``Delivery`` records."""
 
     sender: int
+    """The node id of the sending daemon."""
     seq: int
+    """The sending daemon's sequence number of the batch."""
     service: str
+    """``causal``, ``agreed`` or ``safe``."""
     position: int | None
+    """The total-order position of the batch's first message within ``view`` (None for
+    ``causal``)."""
     view: int
+    """The view in which it was delivered."""
     send_ts: float
-    batches: list[list[Any]]  # [client, groups, index, [payload, ...]] per envelope
+    """The sending daemon's clock when it sent the batch (Unix seconds)."""
+    batches: list[list[Any]]
+    """``[client, groups, index, [payload, ...]]`` per sending client's frame (or part
+    of it): message ``i`` is at position ``position + index + i``."""
 
     @property
     def count(self) -> int:
+        """The number of messages in the batch."""
         return sum(len(b[3]) for b in self.batches)
 
     def __iter__(self) -> Iterator[Delivery]:
@@ -62,13 +85,22 @@ class ViewChange:
     hears, and it delivers nothing ordered until a later primary view."""
 
     view: int
+    """The view's id (increasing, not consecutive)."""
     members: list[int]
+    """Its members (node ids); not ``primary``: the nodes the daemon still hears."""
     primary: bool = True
+    """The daemon is in a primary view and delivers ordered messages."""
     joined: list[int] = field(default_factory=list)
+    """Members that were not in the previous view."""
     left: list[int] = field(default_factory=list)
+    """Members of the previous view that left it gracefully (SIGTERM)."""
     excluded: list[int] = field(default_factory=list)
+    """Members of the previous view that were excluded (crashed, paused, cut off)."""
     previous: int | None = None
+    """The id of the view this one follows (None: not said)."""
     reason: str | None = None
+    """Why a primary view was lost: ``no_quorum``, ``excluded``, ``paused``, ``left``,
+    ``stuck_flush`` (None for a primary view)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +113,9 @@ class OrderGap:
     saw the message at ``after`` last, so a state transfer starts right after it."""
 
     view: int
+    """The view the daemon is rejoining."""
     after: tuple[int, int] | None
+    """``(view, position)`` of the last ordered message it delivered, or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +132,20 @@ class Undelivered:
     counts them as unknown."""
 
     messages: range
+    """This connection's message numbers concerned (as ``send()`` returned them)."""
     detail: str = ""
+    """The daemon's explanation, for people."""
     outcome: str = ""
+    """``not_delivered``, ``delivered``, ``unknown`` or ``""`` (see above)."""
 
     @property
     def count(self) -> int:
+        """How many messages."""
         return len(self.messages)
 
     @property
     def first(self) -> int:
+        """The first message's number."""
         return self.messages.start
 
 
@@ -115,18 +154,30 @@ class MembersChange:
     """One ``members`` notice (``join`` with ``members=True``): who is in ``group`` after
     the change (``(node, client, name)``), who ``joined``/``left``, why (``cause``: join,
     leave, disconnect, view, snapshot) and where in the total order (before message
-    ``position`` of ``view``)."""
+    ``position`` of ``view``). Every member's daemon writes the same notice at the same
+    place of the order, so a message sent after reading one that lists a member is
+    delivered to that member (``wait_for_members`` waits for such a notice)."""
 
     group: str
+    """The group."""
     members: list[tuple[int, int, str]]
+    """Everyone in the group after the change, sorted: ``(node, client, name)``, with
+    the client's ``hello`` name (``""`` if none)."""
     joined: list[tuple[int, int, str]]
+    """Who came in with this change."""
     left: list[tuple[int, int, str]]
+    """Who went."""
     cause: str
+    """``join``, ``leave``, ``disconnect``, ``view`` (its daemon left, was excluded or
+    restarted) or ``snapshot`` (a daemon's list of its clients, at each view's start)."""
     view: int
+    """The view in which the change took effect."""
     position: int | None
+    """It took effect before this message position of ``view``."""
 
 
 def members_from_frame(frame: dict[str, Any]) -> MembersChange:
+    """A ``members`` frame as a record."""
     def triples(xs: list[list[Any]]) -> list[tuple[int, int, str]]:
         return [(int(n), int(c), str(name)) for n, c, name in xs]
 
@@ -136,9 +187,11 @@ def members_from_frame(frame: dict[str, Any]) -> MembersChange:
 
 
 Event = DeliveredBatch | ViewChange | OrderGap | Undelivered | MembersChange
+"""Anything ``next_event`` returns."""
 
 
 def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:
+    """A ``deliver`` frame as a record."""
     return DeliveredBatch(
         frame["sender"], frame["seq"], frame["service"], frame["position"], frame["view"],
         frame["send_ts"], frame["batches"],
@@ -161,6 +214,7 @@ def view_from_frame(frame: dict[str, Any]) -> ViewChange:
 
 
 def gap_from_frame(frame: dict[str, Any]) -> OrderGap:
+    """A ``gap`` frame (or ``welcome``'s ``gap``) as a record."""
     after = frame.get("after")
     pair = (int(after[0]), int(after[1])) if isinstance(after, list | tuple) else None
     return OrderGap(int(frame["view"]), pair)

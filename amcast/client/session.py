@@ -35,9 +35,17 @@ frame's first message, from a history of frame starts (8 bytes a frame, at most
 ``2 * HISTORY`` kept; for an older frame the end given is the oldest start still known, a
 conservative range).
 
-Views and gaps. ``view`` frames become ``ViewChange`` events and ``gap`` frames
-``OrderGap`` events, in frame order with the deliveries; ``view`` and ``gap`` keep the
-last of each (``welcome`` sets both: its ``view``, ``members``, ``primary`` and ``gap``).
+Views, gaps and members. ``view`` frames become ``ViewChange`` events, ``gap`` frames
+``OrderGap`` events and ``members`` frames ``MembersChange`` events, in frame order with
+the deliveries; ``view`` and ``gap`` keep the last of each (``welcome`` sets both: its
+``view``, ``members``, ``primary`` and ``gap``), ``members`` the last notice of each
+group: the barriers (``wait_for_members``, ``wait_for_view``) wait on these, never
+taking an event from the application's queue.
+
+Self-discard. With ``self_discard`` the session drops, from each ``deliver`` frame of
+its own daemon, the entries whose client is this connection (``welcome``'s ``node`` and
+``client``): the daemon sends them, the application never sees them. Service aliases:
+``fifo`` and ``reliable`` are sent as ``causal``, which implies both.
 
 A daemon that predates ``sync`` (same protocol version) answers it with the error
 ``unknown_type`` carrying the sync's id, after handling every earlier frame in order:
@@ -49,8 +57,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from amcast.client.errors import (
@@ -61,7 +69,9 @@ from amcast.client.errors import (
     WouldBlock,
 )
 from amcast.client.records import (
+    DeliveredBatch,
     Event,
+    MembersChange,
     OrderGap,
     Undelivered,
     ViewChange,
@@ -77,6 +87,47 @@ HISTORY = 1 << 17
 PAYLOAD_OVERHEAD = 5  # msgpack bin32 header
 FRAME_OVERHEAD = 96  # the send frame's other fields, generous
 MAX_ERRORS = 64
+
+SERVICE_ALIASES = {"reliable": "causal", "fifo": "causal"}
+"""Service levels a client may name that the daemon provides through a stronger one:
+``fifo`` (one sender's messages in sending order) and ``reliable`` (delivered, in no
+particular order) are both implied by ``causal``, which is sent instead."""
+
+CLIENT_SERVICES = (*SERVICES, *SERVICE_ALIASES)
+"""Every service level ``send()`` accepts."""
+
+
+def expected_members(expected: int | Iterable[str]) -> int | frozenset[str]:
+    """``wait_for_members``' argument checked: a count (>= 1) or a set of names."""
+    if isinstance(expected, bool) or not isinstance(expected, int | Iterable) \
+            or isinstance(expected, bytes):
+        raise TypeError("expected: a number of members or an iterable of client names")
+    if isinstance(expected, int):
+        if expected < 1:
+            raise ValueError(f"expected: at least 1 member, not {expected}")
+        return expected
+    names = frozenset([expected] if isinstance(expected, str) else expected)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TypeError("expected: a non-empty iterable of client names (str)")
+    return names
+
+
+def members_satisfy(change: MembersChange | None, want: int | frozenset[str]) -> bool:
+    """The group of ``change`` has ``want`` members (at least that many, or every name)."""
+    if change is None:
+        return False
+    if isinstance(want, int):
+        return len(change.members) >= want
+    return want <= {name for _, _, name in change.members}
+
+
+def view_satisfies(view: ViewChange | None, want: int | Collection[int]) -> bool:
+    """``view`` is primary and has ``want`` nodes (at least that many, or every id)."""
+    if view is None or not view.primary:
+        return False
+    if isinstance(want, int):
+        return len(view.members) >= want
+    return set(want) <= set(view.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +203,14 @@ def merge(ranges: list[range]) -> list[range]:
 class Session:
     """Send bookkeeping, request ids and incoming-frame handling of one connection."""
 
-    def __init__(self, *, max_unconfirmed_bytes: int) -> None:
+    def __init__(self, *, max_unconfirmed_bytes: int, self_discard: bool = False) -> None:
         self.max_unconfirmed_bytes = max_unconfirmed_bytes
+        self.self_discard = self_discard
+        """Drop deliveries of this connection's own messages (see ``on_frame``)."""
+        self.members: dict[str, MembersChange] = {}
+        """The last ``members`` notice of each watched group."""
+        self.watching: set[str] = set()
+        """Groups joined with ``members=True`` (and not left since)."""
         self.max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
         self.max_message_bytes = DEFAULT_MAX_FRAME_BYTES - FRAME_OVERHEAD
         self.welcome: dict[str, Any] | None = None
@@ -213,7 +270,10 @@ class Session:
             raise ClientError("message_too_large",
                               f"{size}-byte payload > max_message_bytes {self.max_message_bytes}")
         if service not in SERVICES:
-            raise ClientError("bad_service", f"service must be one of {', '.join(SERVICES)}")
+            if service not in SERVICE_ALIASES:
+                raise ClientError("bad_service",
+                                  f"service must be one of {', '.join(CLIENT_SERVICES)}")
+            service = SERVICE_ALIASES[service]
         g = normalize_groups(groups)
         last = self._last
         if last is not None and g == last.groups and service == last.service \
@@ -315,7 +375,10 @@ class Session:
         request's reply, or None."""
         kind = frame.get("t")
         if kind == "deliver":
-            return batch_from_frame(frame)
+            batch = batch_from_frame(frame)
+            if self.self_discard and self.welcome is not None:
+                return self._discard_own(batch)
+            return batch
         if kind == "view":
             self.view = view_from_frame(frame)
             return self.view
@@ -323,7 +386,9 @@ class Session:
             self.gap = gap_from_frame(frame)
             return self.gap
         if kind == "members":
-            return members_from_frame(frame)
+            change = members_from_frame(frame)
+            self.members[change.group] = change
+            return change
         rid = frame.get("id")
         if type(rid) is not int:
             rid = None
@@ -339,6 +404,17 @@ class Session:
         if rid is not None and rid < 0:
             return Reply(rid, frame, None)
         return None
+
+    def _discard_own(self, batch: DeliveredBatch) -> DeliveredBatch | None:
+        """``batch`` without this connection's own messages (None when nothing is left)."""
+        assert self.welcome is not None
+        if batch.sender != self.welcome.get("node"):
+            return batch
+        me = self.welcome.get("client")
+        kept = [b for b in batch.batches if b[0] != me]
+        if len(kept) == len(batch.batches):
+            return batch
+        return replace(batch, batches=kept) if kept else None
 
     def _on_welcome(self, frame: dict[str, Any]) -> None:
         self.welcome = frame
@@ -462,6 +538,33 @@ class SessionState:
         """The last order gap (from a ``gap`` frame, or ``welcome`` when the daemon
         rejoined before this client connected); None when there was none."""
         return self._session.gap
+
+    def members(self, group: str) -> MembersChange | None:
+        """The last ``members`` notice of ``group`` (joined with ``members=True``), or None
+        before the first: who is in the group now, as far as this client has read."""
+        return self._session.members.get(group)
+
+    @property
+    def watching(self) -> frozenset[str]:
+        """The groups joined with ``members=True`` (and not left since)."""
+        return frozenset(self._session.watching)
+
+    @property
+    def unconfirmed_bytes(self) -> int:
+        """Payload bytes of the messages amcastd has not confirmed yet."""
+        s = self._session
+        return s.pending_bytes + s.inflight_bytes
+
+    @property
+    def max_unconfirmed_bytes(self) -> int:
+        """The bound on ``unconfirmed_bytes`` (``send`` waits, or raises, past it)."""
+        return self._session.max_unconfirmed_bytes
+
+    @property
+    def self_discard(self) -> bool:
+        """Deliveries of this connection's own messages are dropped (a ``connect``
+        option): the application never reads them back."""
+        return self._session.self_discard
 
     @property
     def errors(self) -> deque[ClientError]:
