@@ -284,6 +284,10 @@ ENGINE_COUNTERS: dict[str, tuple[str, str]] = {
         "amcast_window_losses_uncorroborated_total",
         "loss signals from one member that no other member's nack corroborated "
         "(they halve the byte window at most to half its maximum)"),
+    "loss_signals_unbound": (
+        "amcast_loss_signals_unbound_total",
+        "nacks of our data claiming a member's id from a session other than the one that "
+        "speaks for it (a key holder posing as a live member): answered, no loss signal"),
     "messages_in_doubt": ("amcast_envelopes_in_doubt_total",
                           "own envelopes of a view this daemon was excluded from that the "
                           "primary component did not deliver (never re-sent)"),

@@ -73,6 +73,7 @@ from amcast.protocols.wire.codec import (
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from amcast.protocols.wire.membership import Settings, ViewRecord
+from amcast.protocols.wire.replay import SessionState
 
 _HEARTBEAT = Kind.HEARTBEAT
 
@@ -131,6 +132,10 @@ class NodeStats:
     window_losses_uncorroborated: int = 0
     """Loss signals (nacks of our data) from one member that no other member's nack
     corroborated: they halve the byte window at most to half its maximum (cumulative)."""
+    loss_signals_unbound: int = 0
+    """Nacks of our data that claimed a member's id from a session other than the one
+    that speaks for it (a key holder posing as a live member): answered, but no loss
+    signal (cumulative)."""
     holding_releases: int = 0
     """1 while releases are held back for a slow local consumer (``hold_deliveries``)."""
     pending_bytes: int = 0
@@ -214,6 +219,9 @@ class Node:
             loss_holdoff=config.nack_retry,
         )
         self._heartbeats: dict[int, tuple[bytes | None, Datagram]] = {}
+        self._speakers: dict[int, SessionState] = {}
+        """Per node id, the sealing session whose nacks count as that node's loss
+        signals (``_loss_speaker``)."""
         """Each sender's last heartbeat without nacks, body and decoded: an idle member
         repeats the same heartbeat every interval, and a repeat is not decoded again
         (``receive_datagram``). At most one entry per listed member. The body is ``None``
@@ -393,6 +401,12 @@ class Node:
         if state is not None:
             if state.sender is None:
                 state.sender = dg.sender
+            elif state.sender != dg.sender:
+                # a session is one daemon's life: an honest daemon never speaks for
+                # another id; a key holder that does is refused whole
+                self._drop("session_sender_mismatch",
+                           f"session of node {state.sender} claims node {dg.sender}")
+                return False
             if self._clocks.refusing:
                 self._clocks.admitted(dg.sender)
         stats.datagrams_received[KIND_NAMES[dg.kind]] += 1
@@ -405,7 +419,36 @@ class Node:
         if dg.sender == self.node_id:
             stats.own_echoes += 1
             return False
-        return self.membership.on_datagram(dg, now)
+        if state is None or self._loss_speaker(dg.sender, state, wall_ms):
+            return self.membership.on_datagram(dg, now)
+        # another live daemon's session speaks for this id: its nacks are still
+        # answered (rate-limited per member) but are no loss signal of that member
+        signals = self._counters.loss_signals
+        before = signals.get(dg.sender)
+        renewed = self.membership.on_datagram(dg, now)
+        if signals.get(dg.sender) != before:
+            stats.loss_signals_unbound += 1
+            if before is None:
+                del signals[dg.sender]
+            else:
+                signals[dg.sender] = before
+        return renewed
+
+    def _loss_speaker(self, sender: int, state: SessionState, wall_ms: int) -> bool:
+        """Is ``state`` the session that speaks for ``sender``? The first session heard
+        for an id is, as long as it is heard within ``suspect_timeout``; then the next
+        one (a restart). A key holder claiming a live member's id from a session of its
+        own so cannot make its nacks count as that member's loss signals
+        (``flow.SendWindow.on_loss`` judges each member's signals against the
+        others')."""
+        bound = self._speakers.get(sender)
+        if bound is state:
+            return True
+        if (bound is None or bound.sender != sender
+                or wall_ms - bound.last_heard_ms > self.config.suspect_timeout * 1000):
+            self._speakers[sender] = state
+            return True
+        return False
 
     def _note_refused_clock(
         self, data: bytes,

@@ -117,7 +117,7 @@ def test_forged_and_insider_nack_floods_make_no_daemon_send_more_than_it_receive
                     before = flood.sample(cluster)
                     view = flood._view_id(before[0]["view"])
                     forged = _attack(cluster, "forged", key_file, view)
-                    insider = _attack(cluster, "insider", key_file, view)
+                    insider = _attack(cluster, "insider-member", key_file, view)
                     continue
                 a.send(payload, "g")
                 for client in (a, b):
@@ -136,8 +136,10 @@ def test_forged_and_insider_nack_floods_make_no_daemon_send_more_than_it_receive
         assert sent <= received, (sent, received)
         # the refusals reach Prometheus by reason
         assert got[("amcast_drops_total", "auth_failed")] >= 1500
-        assert got[("amcast_drops_total", "nack_rate_limited")] >= 1
         assert ("amcast_engine_repair_bytes_sent_total", "") in got
+    # the insider's nacks claim one member's id: the other member answers them, within
+    # its per-member repair limits (a session claiming several ids is refused whole)
+    assert sum(got.get(("amcast_drops_total", "nack_rate_limited"), 0) for got in scrapes) >= 1
 
 
 def test_the_bench_resolves_the_limits_the_daemons_use(tmp_path: Path) -> None:

@@ -76,7 +76,10 @@ def test_bad_input_never_raises_and_is_counted_with_a_reason() -> None:
         "stale": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), peer, wall - 31_000),
         "future": encode(Datagram(Kind.HEARTBEAT, 1, 1, 0), peer, wall + 31_000),
         "malformed": peer.seal(b"\xc1", wall),
-        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 1, 0), peer, wall),
+        "unknown_sender": encode(Datagram(Kind.HEARTBEAT, 9, 1, 0),
+                                 Authenticator(Keyring.single(KEY), b"u" * 16), wall),
+        # (a session is one daemon's: the peer's claiming another id is refused whole)
+        "session_sender_mismatch": encode(Datagram(Kind.HEARTBEAT, 2, 1, 0), peer, wall),
         "stale_view": encode(Datagram(Kind.HEARTBEAT, 1, 0, 0), peer, wall),
         "unknown_member": encode(Datagram(Kind.NACK, 1, 1, 0, ((9, 1, 1),)), peer, wall),
     }
@@ -88,7 +91,8 @@ def test_bad_input_never_raises_and_is_counted_with_a_reason() -> None:
     events = nd.events()
     assert [e.reason for e in events if isinstance(e, DatagramDropped)] == list(inputs)
     assert nd.stats.drops == dict.fromkeys(inputs, 1)
-    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 1, 0), peer, wall), 1.0)  # own echo
+    echo = Authenticator(Keyring.single(KEY), b"e" * 16)  # as the node's own session
+    nd.receive_datagram(encode(Datagram(Kind.HEARTBEAT, 0, 1, 0), echo, wall), 1.0)
     assert nd.stats.own_echoes == 1 and not nd.events()
 
 

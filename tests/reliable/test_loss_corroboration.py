@@ -9,6 +9,7 @@ the real group key."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.reliable.flow import SendWindow
@@ -137,11 +138,23 @@ def _nack_as(c: Cluster, auth: Authenticator, claimed: int, target: int) -> byte
                   int(c.now * 1000))
 
 
-def _flood_under_nacks(c: Cluster, claimed: list[int], until: float) -> tuple[int, int]:
-    """Node 0 submits as fast as its window admits; every 2 ms a key holder nacks node
-    0's latest vertices, claiming the ids of ``claimed`` in turn, to every member but
-    node 0's claimed self. Returns node 0's lowest byte window and messages sent."""
-    auth = Authenticator(Keyring.single(KEY), bytes(range(SESSION_BYTES)))
+def _own_session(c: Cluster, claimed: int) -> Authenticator:
+    """The claimed member's own sealing session: the member itself nacks."""
+    return c.nodes[claimed]._auth
+
+
+def _posing(c: Cluster, claimed: int) -> Authenticator:
+    """A session of its own per claimed id: a key holder posing as that member."""
+    return Authenticator(Keyring.single(KEY), bytes([claimed]) * SESSION_BYTES)
+
+
+def _flood_under_nacks(c: Cluster, claimed: list[int], until: float,
+                       sessions: Callable[[Cluster, int], Authenticator] = _own_session,
+                       ) -> tuple[int, int]:
+    """Node 0 submits as fast as its window admits; every 2 ms nacks of node 0's latest
+    vertices claiming the ids of ``claimed`` in turn, sealed by ``sessions``, go to every
+    member but the claimed one. Returns node 0's lowest byte window and messages sent."""
+    auths = {who: sessions(c, who) for who in claimed}
     lowest, sent, k = c.nodes[0].stats.window_bytes, 0, 0
     while c.now < until:
         while c.submit(0, f"0:{len(c.sent)}:".encode().ljust(500, b"x"), A):
@@ -149,7 +162,7 @@ def _flood_under_nacks(c: Cluster, claimed: list[int], until: float) -> tuple[in
         if round(c.now * 1000) % 2 == 0:
             who = claimed[k % len(claimed)]
             k += 1
-            data = _nack_as(c, auth, who, 0)
+            data = _nack_as(c, auths[who], who, 0)
             for dst in c.nodes:
                 if dst != who:
                     c.inject(dst, data)
@@ -184,6 +197,32 @@ def test_nacks_from_two_members_still_halve_the_window_past_the_bound() -> None:
     assert lowest < window_bytes // 4  # corroborated: halved every holdoff, as before
     c.advance(c.now + 2.0)
     assert c.result().ok
+
+
+def test_a_key_holder_posing_as_every_member_is_no_loss_signal_of_theirs() -> None:
+    """Nacks claiming each live member's id in turn, each from a session of its own:
+    the members' own sessions speak for their ids, so none of it counts as their loss
+    (before, such a key holder halved every sender's window at will)."""
+    c, window_bytes = _cluster(4, seed=11, network=SLOW)
+    c.advance(0.2)
+    lowest, sent = _flood_under_nacks(c, [1, 2, 3], until=1.2, sessions=_posing)
+    assert lowest >= window_bytes // 2 and sent > 0
+    assert c.nodes[0].stats.loss_signals_unbound > 100  # the nacks did reach it
+    c.advance(c.now + 2.0)
+    assert c.result().ok
+
+
+def test_one_session_speaking_for_two_ids_is_refused() -> None:
+    c, _ = _cluster(4, seed=13)
+    c.advance(0.2)
+    for k in range(3):
+        c.submit(0, f"0:{k}:".encode(), A)
+    c.advance(0.3)
+    auth = _posing(c, 3)
+    for who in (3, 2):  # the same session claims 3, then 2
+        c.inject(1, _nack_as(c, auth, who, 0))
+    c.advance(c.now + 0.01)
+    assert c.nodes[1].stats.drops.get("session_sender_mismatch", 0) == 1
 
 
 def test_a_lossy_receiver_alone_still_gets_everything_held_back_by_stability() -> None:
