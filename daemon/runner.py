@@ -33,6 +33,7 @@ which the daemon calls with itself as the state it reads:
 - ``amcast.daemon.observe``: metrics snapshots for the scrape thread, the periodic
   metrics record, log-file failures, counted handler errors;
 - ``amcast.daemon.shutdown``: the graceful stop (leave or drain, report, close);
+- ``amcast.daemon.reload``: what a SIGHUP's configuration changes at once;
 - ``amcast.daemon.transports``: which transport the configuration names.
 
 The clock handed to the engine is ``time.monotonic()`` shifted once at start-up onto
@@ -45,7 +46,6 @@ Shutdown (SIGTERM/SIGINT) is ``amcast.daemon.shutdown``; its last step is
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import gc
 import math
@@ -57,22 +57,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from amcast.daemon import fanout, health, observe, shutdown
+from amcast.daemon import fanout, health, observe, reload, shutdown
 from amcast.daemon.access import AccessPolicy
 from amcast.daemon.api import ApiServer, ClientConnection, ensure_fd_limit
 from amcast.daemon.config import DaemonConfig
 from amcast.daemon.groups import Groups
-from amcast.daemon.keyfile import load_keyring
 from amcast.daemon.logs import DeliveryLog
 from amcast.daemon.metrics import Counters, Metrics, MetricsSnapshot
 from amcast.daemon.notify import Notifier
-from amcast.daemon.redundant import RedundantTransport
 from amcast.daemon.refusals import RefusalWatch
 from amcast.daemon.state import StateFile
 from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
 from amcast.daemon.trace import DatagramTrace
 from amcast.daemon.transports import AnyTransport, open_transport
-from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import BackpressureError, ClientError
 from amcast.protocols.events import (
     BackpressureApplied,
@@ -281,73 +278,10 @@ class Daemon:
         await shutdown.shutdown(self)
         return 0
 
-    def _reload_keys(self, new: DaemonConfig) -> None:
-        """A key rollover: the key file is read again; the engine accepts every key of
-        the new ring at once and moves its sending key as the peers advertise theirs."""
-        node = self.node
-        if self.config.insecure or new.insecure or node is None:
-            return
-        try:
-            keys = load_keyring(new.security.key_file)
-            if keys == self.node_config.keys():
-                return
-            node.set_keyring(keys, self.now())
-        except Exception as exc:
-            log.error("reload: key file refused, keeping the running keys", node=self.node_id,
-                      error=str(exc))
-            return
-        self.node_config = dataclasses.replace(self.node_config, keyring=keys, group_key=None)
-        log.info("key ring reloaded", node=self.node_id, key_ids=list(keys.ids),
-                 sending_with=node.key_status().get("sends_with"))
-
     def reload(self) -> None:
-        """SIGHUP: re-read the configuration; a changed ``[access]`` applies to the
-        requests that follow (groups already joined are kept); a changed ``node.members``
-        takes effect at the next view change (``Node.reconfigure``), changed
-        ``network.peers`` (unicast) and key file at once; any other change needs a restart
-        and is only logged. A configuration that does not load is logged and ignored."""
+        """SIGHUP: re-read the configuration (``amcast.daemon.reload``)."""
         assert self._reload is not None
-        try:
-            new = self._reload()
-        except Exception as exc:
-            log.error("reload failed: keeping the running configuration", node=self.node_id,
-                      error=str(exc))
-            return
-        if new.access != self.config.access:
-            self.api.access = AccessPolicy.from_config(new.access)
-            self.config = self.config.model_copy(update={"access": new.access})
-            log.info("access rules reloaded", node=self.node_id, rules=len(new.access.rules),
-                     default=new.access.default)
-        old = self.config
-        self._reload_keys(new)
-        if new.node.members != old.node.members:
-            try:
-                assert self.node is not None
-                self.node.reconfigure(list(new.node.members), self.now())
-            except Exception as exc:
-                log.error("reload failed: member list refused", node=self.node_id,
-                          error=str(exc))
-                return
-            log.info("member list reloaded", node=self.node_id,
-                     old=list(old.node.members), new=list(new.node.members))
-            self.config = old.model_copy(update={"node": new.node})
-            self._request_pump()
-        if (isinstance(self.transport, UnicastTransport | RedundantTransport)
-                and new.network.peers != old.network.peers):
-            self.transport.set_peers(new.network.peers)  # names: at the next lookup round
-            log.info("peer addresses reloaded", node=self.node_id,
-                     peers={str(k): v for k, v in new.network.peers.items()})
-            self.config = self.config.model_copy(update={
-                "network": self.config.network.model_copy(update={"peers": new.network.peers})})
-        skip = {"node": {"members"}, "security": {"key_file"}, "network": {"peers"},
-                "access": True}
-        rest_old = old.model_dump(exclude=skip)
-        rest_new = new.model_dump(exclude=skip)
-        if rest_old != rest_new:
-            changed = sorted(k for k in rest_new if rest_new[k] != rest_old.get(k))
-            log.warning("reload: only node.members, network.peers, the key file's keys and "
-                        "[access] take effect without a restart",
-                        node=self.node_id, changed_sections=changed)
+        reload.reload(self, self._reload)
 
     def request_stop(self, why: str = "request") -> None:
         if not self._stop.is_set():
