@@ -309,7 +309,9 @@ class Daemon:
             self.trace.close()
         self.notifier.close()
 
+    # ---- periodic ------------------------------------------------------------------
     def _every(self, interval: float, fn: Any) -> None:
+        """Call ``fn`` every ``interval`` seconds on the loop until the daemon closes."""
         assert self._loop is not None
         loop = self._loop
 
@@ -323,6 +325,29 @@ class Daemon:
 
         index = len(self._periodic)
         self._periodic.append(loop.call_later(interval, tick))
+
+    def _tick(self) -> None:
+        """Periodic, on the loop: health bookkeeping, group requests that could not be
+        ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
+        snapshot."""
+        self.groups.expire(self.now(), self.config.health.stall_after_s)
+        observe.check_logs(self)
+        now = time.monotonic()
+        self.api.check_readers(now)
+        self.api.check_frames(now)
+        self._follow_wall_clock()
+        for notice in self.refusals.update(self.counters.drops, now):
+            log.warning("datagrams refused: the sender and this daemon are not configured "
+                        "alike", node=self.node_id, reason=notice.reason, count=notice.count,
+                        check=notice.cause)
+        self._take_metrics_snapshot()
+
+    def _follow_wall_clock(self) -> None:
+        """Send times are stamped and checked on the wall clock (replay protection):
+        follow its steps, which the monotonic engine clock does not see."""
+        node = self.node
+        if node is not None and hasattr(node, "wall_offset"):
+            node.wall_offset = self._wall_clock() - self.now()
 
     # ---- inputs --------------------------------------------------------------------
     def _on_datagrams(self, datagrams: list[bytes]) -> None:
@@ -618,6 +643,7 @@ class Daemon:
 
     # ---- status and health (amcast.daemon.health) -------------------------------------
     def welcome(self) -> dict[str, Any]:
+        """The frame a connecting client gets first."""
         return health.welcome(self)
 
     def health(self) -> dict[str, Any]:
@@ -625,14 +651,18 @@ class Daemon:
         return health.health(self)
 
     def membership_status(self) -> dict[str, Any]:
+        """``view``, ``peers`` and ``quorum``, as the ``status`` reply has them."""
         return health.membership_status(self)
 
     def status(self) -> dict[str, Any]:
+        """The ``status`` reply."""
         return health.status(self)
 
     def datagrams_by_kind(self) -> dict[str, dict[str, int]]:
+        """The engine's datagram counters by kind, sent and received."""
         return health.datagrams_by_kind(self)
 
+    # ---- the rest of the API's backend (amcast.daemon.api.Backend) ----------------------
     def count_client_error(self, code: str) -> None:
         self.counters.client_errors[code] += 1
 
@@ -652,30 +682,6 @@ class Daemon:
             self.counters.flow_holds += 1
         node.hold_deliveries(on, self.now())
         self._request_pump()
-
-    def _tick(self) -> None:
-        """Periodic, on the loop: health bookkeeping, group requests that could not be
-        ordered for ``health.stall_after_s`` (answered ``pending``), a fresh metrics
-        snapshot."""
-        self.groups.expire(self.now(), self.config.health.stall_after_s)
-        observe.check_logs(self)
-        now = time.monotonic()
-        self.api.check_readers(now)
-        self.api.check_frames(now)
-        self._follow_wall_clock()
-        for notice in self.refusals.update(self.counters.drops, now):
-            log.warning("datagrams refused: the sender and this daemon are not configured "
-                        "alike", node=self.node_id, reason=notice.reason, count=notice.count,
-                        check=notice.cause)
-        self._take_metrics_snapshot()
-
-    def _follow_wall_clock(self) -> None:
-        """Send times are stamped and checked on the wall clock (replay protection):
-        follow its steps, which the monotonic engine clock does not see."""
-        node = self.node
-        if node is not None and hasattr(node, "wall_offset"):
-            node.wall_offset = self._wall_clock() - self.now()
-
 
     # ---- metrics and logs (amcast.daemon.observe) --------------------------------------
     def _take_metrics_snapshot(self) -> MetricsSnapshot:
