@@ -173,14 +173,14 @@ def membership_event(d: Host, ev: Any) -> None:
         d.primary = True
         d.join_refused = None
         d.last_change = {"view": ev.view, "primary": True, "at": d.now(),
-                            "previous": ev.previous, "joined": list(ev.joined),
-                            "left": list(ev.left), "excluded": list(ev.excluded)}
+                         "previous": ev.previous, "joined": list(ev.joined),
+                         "left": list(ev.left), "excluded": list(ev.excluded)}
         d.in_primary_view.set()
         d.notifier.status(f"primary view {ev.view} ({len(d.members)} members)")
         if d.dlog is not None:
             d.dlog.view(view=ev.view, members=d.members, previous=ev.previous,
-                           joined=ev.joined, left=ev.left, excluded=ev.excluded,
-                           ts=d.now())
+                        joined=ev.joined, left=ev.left, excluded=ev.excluded,
+                        ts=d.now())
         d.api.broadcast({
             "t": "view", "view": ev.view, "members": d.members, "primary": True,
             "joined": list(ev.joined), "left": list(ev.left),
@@ -195,11 +195,11 @@ def membership_event(d: Host, ev: Any) -> None:
         d.groups.quorum_lost()
         d.in_primary_view.clear()
         d.last_change = {"view": ev.view, "primary": False, "at": d.now(),
-                            "reason": ev.reason, "reachable": list(ev.reachable)}
+                         "reason": ev.reason, "reachable": list(ev.reachable)}
         d.notifier.status(f"not in a primary view: {ev.reason}")
         if d.dlog is not None:
             d.dlog.lost(view=ev.view, reason=ev.reason, reachable=list(ev.reachable),
-                           ts=d.now())
+                        ts=d.now())
         d.api.broadcast({
             "t": "view", "view": ev.view, "members": list(ev.reachable),
             "primary": False, "reason": ev.reason,
@@ -215,7 +215,7 @@ def membership_event(d: Host, ev: Any) -> None:
         if d.dlog is not None:
             d.dlog.gap(view=ev.view, after=after, ts=d.now())
         d.last_gap = {"t": "gap", "view": ev.view,
-                         "after": None if after is None else list(after)}
+                      "after": None if after is None else list(after)}
         d.api.broadcast(d.last_gap)
         log.info("order gap", node=d.node_id, view=ev.view, after=after,
                  engine_after=ev.after)
