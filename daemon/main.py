@@ -51,10 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(args.config, os.environ)
         configure_logging(config.logs.level, config.logs.format)
         if args.check:
+            # lazy: only --check needs the preflight (it opens sockets to try them)
             from amcast.daemon.preflight import check
 
             print(json.dumps(check(config), indent=2))
             return 0
+        # lazy: --check, and a configuration that does not load, return before the event
+        # loop and the whole daemon are imported
         import uvloop
         from amcast.daemon.runner import Daemon
 

@@ -35,7 +35,7 @@ from amcast.daemon.config import DaemonConfig
 from amcast.daemon.metrics_access import load_access
 from amcast.daemon.metrics_http import listening_socket
 from amcast.daemon.state import StateFile
-from amcast.daemon.transport import open_transport
+from amcast.daemon.transports import open_transport
 from amcast.protocols.errors import ConfigurationError
 from amcast.protocols.node import Node
 

@@ -24,6 +24,10 @@ datagram. ``send`` never blocks and never raises: a refused datagram is counted 
 Set-up failures raise ``TransportSetupError`` whose message says what to do
 (``errno_hint``), after the zeroconf practice of triaging errno values into actionable
 log lines.
+
+The transport a configuration names (multicast, unicast, or two redundant links) is
+opened by ``amcast.daemon.transports.open_transport``: this base module knows none of
+the transports built on it.
 """
 
 from __future__ import annotations
@@ -34,13 +38,8 @@ import socket
 import struct
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from amcast.daemon.config import NetworkSection
-
-if TYPE_CHECKING:
-    from amcast.daemon.redundant import RedundantTransport
-    from amcast.daemon.unicast import UnicastTransport
 from amcast.protocols.errors import ConfigurationError
 
 MAX_DATAGRAM = 65535
@@ -300,19 +299,3 @@ class MulticastTransport(DatagramSocketTransport):
                 pass
             sock.close()
 
-
-def open_transport(net: NetworkSection, node_id: int,
-                   on_resolve_error: Callable[[int, str], None] | None = None
-                   ) -> MulticastTransport | UnicastTransport | RedundantTransport:
-    """The transport ``network.transport`` names (``unicast``: ``amcast.daemon.unicast``),
-    on two links with ``network.redundant`` (``amcast.daemon.redundant``)."""
-    second = net.second_link()
-    if second is not None:
-        from amcast.daemon.redundant import open_links
-
-        return open_links(net, second, node_id, on_resolve_error)
-    if net.transport == "unicast":
-        from amcast.daemon.unicast import UnicastTransport
-
-        return UnicastTransport(net, node_id, on_resolve_error=on_resolve_error)
-    return MulticastTransport(net)

@@ -73,24 +73,29 @@ def _unit(module: str) -> str:
     return "tools"
 
 
+def _package(path: Path, module: str) -> str:
+    return module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+
+
+def _targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The modules (or names) one import statement names, resolved to absolute names."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:
+        base = package.split(".")
+        base = base[: len(base) - node.level + 1]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    return sorted({f"{name}.{a.name}" if f"{name}.{a.name}" in MODULES else name
+                   for a in node.names})
+
+
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(), filename=str(path))
-    found = []
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            targets = {f"{name}.{a.name}" if f"{name}.{a.name}" in MODULES else name
-                       for a in node.names}
-            found.extend((node.lineno, t) for t in sorted(targets))
-    return found
+    package = _package(path, module)
+    return [(node.lineno, t) for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom) for t in _targets(node, package)]
 
 
 def _problems(module: str, path: Path) -> list[str]:
@@ -146,3 +151,91 @@ def test_the_checker_sees_every_unit() -> None:
     assert units == set(ALLOWED)
     assert "amcast.protocols.vocabulary" in MODULES
     assert "amcast.daemon.runner" in MODULES
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def _deferred_imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """Imports run later than the module itself: inside a function body, or never at run
+    time (under ``if TYPE_CHECKING``)."""
+    package = _package(path, module)
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, deferred: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if deferred and isinstance(child, ast.Import | ast.ImportFrom):
+                found.extend((child.lineno, t) for t in _targets(child, package))
+            visit(child, deferred or _is_type_checking(child) or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    visit(ast.parse(path.read_text(), filename=str(path)), False)
+    return found
+
+
+def _module_of(name: str) -> str | None:
+    if name in MODULES:
+        return name
+    parent = name.rsplit(".", 1)[0]
+    return parent if parent in MODULES else None
+
+
+GRAPH: dict[str, set[str]] = {
+    module: {m for _, name in _imports(path, module)
+             if (m := _module_of(name)) is not None and m != module}
+    for module, path in MODULES.items()
+}
+"""Every import between the package's modules, wherever it stands in the module."""
+
+
+def _reaches(start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in GRAPH.get(todo.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return start == goal
+
+
+def _hidden_cycles(module: str, path: Path) -> list[str]:
+    """A deferred import whose target imports this module back, directly or not: a
+    cycle the deferral only hides (it breaks when someone moves the import up, and
+    leaves two modules that cannot be read or tested apart). Fixed by moving code (a
+    factory above both, shared definitions below both), not by deferring the import."""
+    return [f"line {line}: {module} -> {target} -> ... -> {module}"
+            for line, name in _deferred_imports(path, module)
+            if (target := _module_of(name)) is not None and target != module
+            and _reaches(target, module)]
+
+
+HIDDEN_CYCLES_TO_FIX = {
+    "amcast.protocols.simulation.swap_cluster":
+        "simulate() imports swap_checkers, which imports SwapTrace from swap_cluster: "
+        "simulate and sweep belong in a module above both",
+}
+"""Known hidden cycles, each waiting for its fix by whoever owns the module; strict
+``xfail``: once fixed, the entry must go."""
+
+
+@pytest.mark.parametrize("module", [
+    pytest.param(m, marks=pytest.mark.xfail(reason=HIDDEN_CYCLES_TO_FIX[m], strict=True))
+    if m in HIDDEN_CYCLES_TO_FIX else m
+    for m in sorted(MODULES)])
+def test_no_import_cycle_hides_in_a_function_or_under_type_checking(module: str) -> None:
+    assert _hidden_cycles(module, MODULES[module]) == []
+
+
+def test_the_cycle_checker_sees_deferred_imports(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("from typing import TYPE_CHECKING\n\n"
+                   "if TYPE_CHECKING:\n    from amcast.daemon.runner import Daemon\n\n\n"
+                   "def f() -> None:\n    from amcast.daemon import runner\n\n\n"
+                   "def g() -> None:\n    from amcast.daemon.config import DaemonConfig\n")
+    # the daemon imports the fan-out at start-up: the fan-out importing the daemon back
+    # is a cycle however late it does; the configuration imports neither
+    assert [p.split(":")[0] for p in _hidden_cycles("amcast.daemon.fanout", bad)] == [
+        "line 4", "line 8"]

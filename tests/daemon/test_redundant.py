@@ -9,7 +9,7 @@ import socket
 import pytest
 from amcast.daemon.config import NetworkSection
 from amcast.daemon.redundant import RedundantTransport
-from amcast.daemon.transport import open_transport
+from amcast.daemon.transports import open_transport
 from pydantic import ValidationError
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from amcast.daemon.config import DaemonConfig, NetworkSection, split_host_port
-from amcast.daemon.transport import TransportSetupError, open_transport
+from amcast.daemon.transport import TransportSetupError
+from amcast.daemon.transports import open_transport
 from amcast.daemon.unicast import UnicastTransport, send_order
 from amcast.protocols.session import prompt_origins
 from pydantic import ValidationError
