@@ -1,5 +1,5 @@
 """Invariant checkers over a ``SwapTrace`` (*Ordered Multicast and Distributed Swap*),
-run on every simulated run by ``swap_cluster.simulate``:
+run on every simulated run by ``swap_sweep.simulate``:
 
 - one sink (arrow, section 4; the hybrid's virtual root): at every step the sinks number
   1 + the arrow requests in flight, so exactly one at rest;

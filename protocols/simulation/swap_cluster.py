@@ -331,23 +331,3 @@ class _Sim:
 def run_trace(config: SwapSimConfig, seed: int) -> SwapTrace:
     """One run, unchecked."""
     return _Sim(config, seed).run()
-
-
-def simulate(config: SwapSimConfig, seed: int) -> SwapTrace:
-    """One run with every checker: ``trace.violations`` lists what failed."""
-    from amcast.protocols.simulation.swap_checkers import check
-
-    trace = run_trace(config, seed)
-    trace.violations = check(trace)
-    return trace
-
-
-def sweep(config: SwapSimConfig, seeds: range) -> dict[int, list[str]]:
-    """Seeds whose run broke a checker, with the violations."""
-    out = {}
-    for seed in seeds:
-        found = simulate(config, seed).violations
-        if found:
-            out[seed] = found
-    return out
-

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from amcast.protocols.simulation.swap_cluster import Mode, SwapSimConfig, simulate
+from amcast.protocols.simulation.swap_cluster import Mode, SwapSimConfig
+from amcast.protocols.simulation.swap_sweep import simulate
 from amcast.protocols.swap.tree import Shape
 
 SHAPES: tuple[Shape, ...] = ("star", "path", "balanced")

@@ -16,9 +16,8 @@ from amcast.protocols.simulation.swap_cluster import (
     SwapSimConfig,
     SwapTrace,
     run_trace,
-    simulate,
-    sweep,
 )
+from amcast.protocols.simulation.swap_sweep import simulate, sweep
 from amcast.protocols.swap.arrow import ArrowNode
 from amcast.protocols.swap.delivery import Delivered, Gap
 from amcast.protocols.swap.messages import Multicast, Ordered
