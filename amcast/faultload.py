@@ -427,8 +427,9 @@ class FaultRun:
 
     async def settle(self, timeout: float = 30.0) -> None:
         """Until every connected client is in one primary view (the last frame about
-        membership it received), every message owed (sent by a connected client and not
-        reported back) was delivered, and that view's sequences have one length."""
+        membership it received), every message owed (sent by a connected client, not
+        reported back and not reported delivered while its daemon was away) was
+        delivered, and that view's sequences have one length."""
         try:
             await self.until(self._settled, timeout, "settling (one view, everything delivered)")
         except TimeoutError as exc:
@@ -447,8 +448,8 @@ class FaultRun:
             view = r.current_view()
             count = (sum(1 for e in r.timeline if e[0] == DELIVER and e[2] == view[0])
                      if view is not None else 0)
-            missing = [k for k in range(r.next_number)
-                       if k not in r.reported and (r.tag, k) not in delivered]
+            missing = [k for k in range(r.next_number) if k not in r.reported
+                       and k not in r.delivered_away and (r.tag, k) not in delivered]
             parts.append(f"{r}: view {view[0] if view else None}"
                          f"{'' if view is None or view[1] else ' (not primary)'}, "
                          f"{count} delivered in it, {len(missing)} of its own owed "
@@ -470,8 +471,10 @@ class FaultRun:
             lengths.add(sum(1 for e in r.timeline if e[0] == DELIVER and e[2] == final))
         if len(lengths) != 1:
             return False
+        # (a message reported delivered while its sender's daemon was away is not owed
+        # to the live clients: those that delivered it may be gone since)
         return all((r.tag, k) in delivered for r in live for k in range(r.next_number)
-                   if k not in r.reported)
+                   if k not in r.reported and k not in r.delivered_away)
 
     def verdict(self, settled: bool = True) -> Verdict:
         return verdict(self.recorders, settled=settled)

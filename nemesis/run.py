@@ -187,6 +187,7 @@ def write_clients(path: Path, recorders: list[Recorder], t0: float) -> None:
                 "closed_at": None if r.closed_at is None else round(r.closed_at - t0, 4),
                 "close_code": r.close_code, "sent": r.next_number, "welcome": r.welcome,
                 "reported": sorted(r.reported), "unknown": sorted(r.unknown),
+                "delivered_away": sorted(r.delivered_away),
                 "errors": r.errors[:20], "timeline": line}, default=str) + "\n")
 
 
