@@ -28,12 +28,12 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from amcast import __version__, commands
-from amcast.argtypes import USAGE_ERROR, OneLineParser
-from amcast.client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
-from amcast.commands._common import CommandFailed
-from amcast.localcluster import ClusterStateError
-from amcast.protocols.errors import AmcastError, ClientError
+from . import __version__, commands
+from .argtypes import USAGE_ERROR, OneLineParser
+from .client import ClientTimeout, ConnectionClosed, MessagesRefused, Unreachable
+from .commands._common import CommandFailed
+from .localcluster import ClusterStateError
+from .protocols.errors import AmcastError, ClientError
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amcast.argtypes import whole
-from amcast.client import Client, ClientError
-from amcast.faultload import CLOSED, GAP, FaultRun, Notice, Recorder, Verdict
-from amcast.loadgen import MIN_SIZE, LoadReport, Receiver, send_load
-from amcast.localcluster import LocalCluster
-from amcast.protocols.errors import AmcastError
+from .argtypes import whole
+from .client import Client, ClientError
+from .faultload import CLOSED, GAP, FaultRun, Notice, Recorder, Verdict
+from .loadgen import MIN_SIZE, LoadReport, Receiver, send_load
+from .localcluster import LocalCluster
+from .protocols.errors import AmcastError
 
 
 @dataclass

@@ -50,8 +50,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amcast import socket_protocol as sp
-from amcast.localcluster import LocalCluster
+from . import socket_protocol as sp
+from .localcluster import LocalCluster
 
 PAYLOAD = struct.Struct(">IId")  # tag, number, send time (monotonic)
 DELIVER, VIEW, GAP, CLOSED = range(4)

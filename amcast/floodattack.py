@@ -44,12 +44,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from amcast.keygen import read_keyring
-from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import SESSION_BYTES, Authenticator
-from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
-from amcast.protocols.wire.keys import Keyring
-from amcast.protocols.wire.limits import MAX_SEQ, WIRE_VERSION
+from .keygen import read_keyring
+from .protocols.vocabulary import ServiceLevel
+from .protocols.wire.auth import SESSION_BYTES, Authenticator
+from .protocols.wire.codec import Datagram, Kind, Vertex, encode
+from .protocols.wire.keys import Keyring
+from .protocols.wire.limits import MAX_SEQ, WIRE_VERSION
 
 KINDS = ("garbage", "forged", "replay", "insider", "insider-member")
 INSIDERS = ("insider", "insider-member")
@@ -103,7 +103,7 @@ class SeqTracker:
     the group with the key (an insider's view of the traffic)."""
 
     def __init__(self, group: str, port: int, keys: Keyring | None, view: int) -> None:
-        from amcast.protocols.wire.limits import WireLimits
+        from .protocols.wire.limits import WireLimits
 
         self._sock = open_socket(group, port, listen=True)
         self._sock.setblocking(False)
@@ -112,8 +112,8 @@ class SeqTracker:
         self.latest: dict[int, int] = {}
 
     def poll(self, limit: int = 512) -> None:
-        from amcast.protocols.errors import DecodeError
-        from amcast.protocols.wire.codec import decode_unchecked
+        from .protocols.errors import DecodeError
+        from .protocols.wire.codec import decode_unchecked
 
         for _ in range(limit):
             try:
@@ -178,9 +178,9 @@ def capture(group: str, port: int, seconds: float, limit: int) -> list[bytes]:
 
 def kinds_of(datagrams: list[bytes], keys: Keyring | None) -> dict[str, int]:
     """What the captured datagrams were (needs the key: for the report only)."""
-    from amcast.protocols.errors import DecodeError
-    from amcast.protocols.wire.codec import KIND_NAMES, decode_unchecked
-    from amcast.protocols.wire.limits import WireLimits
+    from .protocols.errors import DecodeError
+    from .protocols.wire.codec import KIND_NAMES, decode_unchecked
+    from .protocols.wire.limits import WireLimits
 
     auth, limits, out = Authenticator(keys, bytes(SESSION_BYTES)), WireLimits(), {}
     for raw in datagrams:

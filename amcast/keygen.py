@@ -14,8 +14,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.wire.keys import KEY_BYTES, Keyring
+from .protocols.errors import ConfigurationError
+from .protocols.wire.keys import KEY_BYTES, Keyring
 
 DEFAULT_KEY_FILE = "/etc/amcast/authkey"
 

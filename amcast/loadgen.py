@@ -33,7 +33,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from amcast.client import Client, ClientError, DeliveredBatch
+from .client import Client, ClientError, DeliveredBatch
 
 HEADER = struct.Struct(">dII")
 MIN_SIZE = HEADER.size

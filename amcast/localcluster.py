@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from amcast.keygen import new_keyring, write_keyring
-from amcast.protocols.errors import AmcastError
+from .keygen import new_keyring, write_keyring
+from .protocols.errors import AmcastError
 
 
 class ClusterStateError(AmcastError):

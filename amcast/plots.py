@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from amcast.protocols.errors import ConfigurationError
+from .protocols.errors import ConfigurationError
 
 
 def _pyplot():  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from amcast.analytics.text import format_value  # the one number format (no Spark import)
+from .analytics.text import format_value  # the one number format (no Spark import)
 
 
 def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

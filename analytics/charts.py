@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from amcast.analytics.errors import AnalyticsError
+
+from .errors import AnalyticsError
 
 
 def _pyplot():  # type: ignore[no-untyped-def]

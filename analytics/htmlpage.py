@@ -15,7 +15,8 @@ from html import escape
 from typing import Any
 
 import pandas as pd
-from amcast.analytics.text import format_value
+
+from .text import format_value
 
 _STYLE = """
 body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}

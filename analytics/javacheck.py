@@ -65,7 +65,7 @@ def problem(major: int | None) -> str | None:
 
 def require_java() -> int:
     """The Java major version; ``AnalyticsError`` when missing or older than 17."""
-    from amcast.analytics.errors import AnalyticsError
+    from .errors import AnalyticsError
 
     major = java_major()
     msg = problem(major)

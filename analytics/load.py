@@ -28,7 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amcast.analytics.schema import (
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .schema import (
     DELIVERY_COLUMNS,
     GAP_COLUMNS,
     LOG_SCHEMA,
@@ -37,9 +41,6 @@ from amcast.analytics.schema import (
     START_COLUMNS,
     VIEW_COLUMNS,
 )
-from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 TYPES = ("delivery", "view", "gap", "start", "lost", "metrics")  # metrics last (``_status``)
 REQUIRED = {

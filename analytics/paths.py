@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amcast.analytics.errors import AnalyticsError
+from .errors import AnalyticsError
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/")
 

@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from amcast.analytics import audit, history
-from amcast.analytics.load import Logs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -32,6 +30,9 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from . import audit, history
+from .load import Logs
 
 STATUS_SCHEMA = StructType([
     StructField("node", IntegerType()), StructField("incarnation", LongType()),

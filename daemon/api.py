@@ -97,11 +97,11 @@ from typing import Any, Protocol, cast
 
 import msgpack
 import structlog
-from amcast.daemon.access import AccessPolicy, PeerIdentity, Request, peer_identity
-from amcast.daemon.config import ApiSection
-from amcast.protocols.errors import ConfigurationError
 
-from amcast import socket_protocol as sp
+from .. import socket_protocol as sp
+from ..protocols.errors import ConfigurationError
+from .access import AccessPolicy, PeerIdentity, Request, peer_identity
+from .config import ApiSection
 
 _packb = msgpack.packb
 log = structlog.get_logger("amcastd")

@@ -34,14 +34,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from amcast.daemon.access import parse_principal
-from amcast.daemon.keyfile import load_keyring
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.wire.keys import Keyring
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from amcast import socket_protocol as sp
+from .. import socket_protocol as sp
+from ..protocols.errors import ConfigurationError
+from ..protocols.node_config import NodeConfig
+from ..protocols.wire.keys import Keyring
+from .access import parse_principal
+from .keyfile import load_keyring
 
 ENV_PREFIX = "AMCAST_"
 MAX_MESSAGE_BYTES = 1 << 30

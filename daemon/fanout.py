@@ -18,13 +18,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import structlog
-from amcast.daemon.api import ApiServer
-from amcast.daemon.groups import Groups
-from amcast.daemon.logs import DeliveryLog
-from amcast.daemon.metrics import Counters, Metrics
-from amcast.daemon.notify import Notifier
-from amcast.daemon.submitq import Ledger
-from amcast.protocols.events import (
+
+from .. import socket_protocol as sp
+from ..protocols.events import (
     BatchDelivered,
     FlushCompleted,
     JoinerHeldBack,
@@ -39,9 +35,13 @@ from amcast.protocols.events import (
     ViewInstalled,
     ViewProposed,
 )
-from amcast.protocols.node import Node
-
-from amcast import socket_protocol as sp
+from ..protocols.node import Node
+from .api import ApiServer
+from .groups import Groups
+from .logs import DeliveryLog
+from .metrics import Counters, Metrics
+from .notify import Notifier
+from .submitq import Ledger
 
 log = structlog.get_logger("amcastd")
 OUTCOMES = {True: "not_delivered", False: "unknown"}

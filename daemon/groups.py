@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from amcast import socket_protocol as sp
+from .. import socket_protocol as sp
 
 Member = tuple[int, int, str]
 """(node, client, name)."""

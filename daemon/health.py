@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from amcast.daemon.api import ApiServer
-from amcast.daemon.config import DaemonConfig, Limits
-from amcast.daemon.groups import Groups
-from amcast.daemon.metrics import Counters, engine_kinds, engine_stats
-from amcast.daemon.observe import LogHost, log_files, log_write_failures
-from amcast.daemon.redundant import RedundantTransport
-from amcast.daemon.refusals import RECENT_S, RefusalWatch
-from amcast.daemon.submitq import SubmitQueue
-from amcast.daemon.transports import AnyTransport
-from amcast.protocols.node import Node
-from amcast.protocols.node_config import NodeConfig
+from ..protocols.node import Node
+from ..protocols.node_config import NodeConfig
+from .api import ApiServer
+from .config import DaemonConfig, Limits
+from .groups import Groups
+from .metrics import Counters, engine_kinds, engine_stats
+from .observe import LogHost, log_files, log_write_failures
+from .redundant import RedundantTransport
+from .refusals import RECENT_S, RefusalWatch
+from .submitq import SubmitQueue
+from .transports import AnyTransport
 
 ID_CLAIM_SHOWN_S = 600.0
 """How long health warns of another daemon heard claiming this node's id."""

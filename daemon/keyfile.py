@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 import stat
 
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.wire.keys import Keyring
+from ..protocols.errors import ConfigurationError
+from ..protocols.wire.keys import Keyring
 
 MAX_KEY_FILE_BYTES = 64 * 1024
 

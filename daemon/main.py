@@ -17,13 +17,13 @@ import sys
 from collections.abc import Sequence
 
 import structlog
-from amcast.daemon import native
-from amcast.daemon.config import load_config
-from amcast.daemon.logs import configure_logging
-from amcast.protocols.errors import ConfigurationError
 
-from amcast import __version__
-from amcast.argtypes import OneLineParser
+from .. import __version__
+from ..argtypes import OneLineParser
+from ..protocols.errors import ConfigurationError
+from . import native
+from .config import load_config
+from .logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,14 +52,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(config.logs.level, config.logs.format)
         if args.check:
             # lazy: only --check needs the preflight (it opens sockets to try them)
-            from amcast.daemon.preflight import check
+            from .preflight import check
 
             print(json.dumps(check(config), indent=2))
             return 0
         # lazy: --check, and a configuration that does not load, return before the event
         # loop and the whole daemon are imported
         import uvloop
-        from amcast.daemon.runner import Daemon
+
+        from .runner import Daemon
 
         daemon = Daemon(config, environ=os.environ,
                         reload=lambda: load_config(args.config, os.environ))

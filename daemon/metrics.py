@@ -34,9 +34,12 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from amcast.daemon.metrics_access import load_access
-from amcast.daemon.metrics_http import MetricsHttpServer
-from amcast.protocols.events import (
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from .. import socket_protocol as sp
+from ..protocols.events import (
     FlushCompleted,
     JoinerHeldBack,
     MemberSuspected,
@@ -44,11 +47,8 @@ from amcast.protocols.events import (
     QuorumLost,
     ViewInstalled,
 )
-from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
-from amcast import socket_protocol as sp
+from .metrics_access import load_access
+from .metrics_http import MetricsHttpServer
 
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,

@@ -36,7 +36,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from amcast.protocols.errors import ConfigurationError
+from ..protocols.errors import ConfigurationError
 
 MAX_USERS_FILE_BYTES = 1 << 20
 """A users file larger than this is refused (it is read whole before parsing)."""

@@ -58,10 +58,11 @@ from typing import Any
 
 import h11
 import structlog
-from amcast.daemon.metrics_access import BasicAuth, MetricsAccess, parse_basic
-from amcast.protocols.errors import ConfigurationError
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import choose_encoder
+
+from ..protocols.errors import ConfigurationError
+from .metrics_access import BasicAuth, MetricsAccess, parse_basic
 
 log = structlog.get_logger("amcastd")
 

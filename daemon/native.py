@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import amcast.protocols
+from .. import protocols
 
-PROTOCOLS = Path(amcast.protocols.__file__).resolve().parent
+PROTOCOLS = Path(protocols.__file__).resolve().parent
 MANIFEST = PROTOCOLS / "native.json"
 MODULES = (
     "wire.codec", "wire.auth", "wire.replay",

@@ -17,15 +17,16 @@ import threading
 from typing import Any, Protocol
 
 import structlog
-from amcast.daemon.api import ApiServer
-from amcast.daemon.config import DaemonConfig
-from amcast.daemon.logs import DeliveryLog, StderrLogger
-from amcast.daemon.metrics import Counters, MetricsSnapshot
-from amcast.daemon.submitq import SubmitQueue
-from amcast.daemon.trace import DatagramTrace
-from amcast.daemon.transports import AnyTransport
-from amcast.protocols.node import Node
-from amcast.protocols.node_config import NodeConfig
+
+from ..protocols.node import Node
+from ..protocols.node_config import NodeConfig
+from .api import ApiServer
+from .config import DaemonConfig
+from .logs import DeliveryLog, StderrLogger
+from .metrics import Counters, MetricsSnapshot
+from .submitq import SubmitQueue
+from .trace import DatagramTrace
+from .transports import AnyTransport
 
 log = structlog.get_logger("amcastd")
 SCRAPE_WAIT_S = 1.0  # a scrape waits this long for a fresh snapshot from the loop

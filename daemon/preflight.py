@@ -29,15 +29,15 @@ import os
 import random
 from typing import Any
 
-from amcast.daemon import native
-from amcast.daemon.api import directory_problem, socket_path_problem
-from amcast.daemon.config import DaemonConfig
-from amcast.daemon.metrics_access import load_access
-from amcast.daemon.metrics_http import listening_socket
-from amcast.daemon.state import StateFile
-from amcast.daemon.transports import open_transport
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.node import Node
+from ..protocols.errors import ConfigurationError
+from ..protocols.node import Node
+from . import native
+from .api import directory_problem, socket_path_problem
+from .config import DaemonConfig
+from .metrics_access import load_access
+from .metrics_http import listening_socket
+from .state import StateFile
+from .transports import open_transport
 
 HIDDEN = "<set, not shown>"
 

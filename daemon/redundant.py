@@ -22,9 +22,9 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 
-from amcast.daemon.config import NetworkSection
-from amcast.daemon.transport import MulticastTransport
-from amcast.daemon.unicast import UnicastTransport
+from .config import NetworkSection
+from .transport import MulticastTransport
+from .unicast import UnicastTransport
 
 Link = MulticastTransport | UnicastTransport
 

@@ -15,15 +15,16 @@ from collections.abc import Callable
 from typing import Protocol
 
 import structlog
-from amcast.daemon.access import AccessPolicy
-from amcast.daemon.api import ApiServer
-from amcast.daemon.config import DaemonConfig
-from amcast.daemon.keyfile import load_keyring
-from amcast.daemon.redundant import RedundantTransport
-from amcast.daemon.transports import AnyTransport
-from amcast.daemon.unicast import UnicastTransport
-from amcast.protocols.node import Node
-from amcast.protocols.node_config import NodeConfig
+
+from ..protocols.node import Node
+from ..protocols.node_config import NodeConfig
+from .access import AccessPolicy
+from .api import ApiServer
+from .config import DaemonConfig
+from .keyfile import load_keyring
+from .redundant import RedundantTransport
+from .transports import AnyTransport
+from .unicast import UnicastTransport
 
 log = structlog.get_logger("amcastd")
 

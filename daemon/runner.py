@@ -57,21 +57,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from amcast.daemon import fanout, health, observe, reload, shutdown
-from amcast.daemon.access import AccessPolicy
-from amcast.daemon.api import ApiServer, ClientConnection, ensure_fd_limit
-from amcast.daemon.config import DaemonConfig
-from amcast.daemon.groups import Groups
-from amcast.daemon.logs import DeliveryLog
-from amcast.daemon.metrics import Counters, Metrics, MetricsSnapshot
-from amcast.daemon.notify import Notifier
-from amcast.daemon.refusals import RefusalWatch
-from amcast.daemon.state import StateFile
-from amcast.daemon.submitq import Entry, Ledger, SubmitQueue
-from amcast.daemon.trace import DatagramTrace
-from amcast.daemon.transports import AnyTransport, open_transport
-from amcast.protocols.errors import BackpressureError, ClientError
-from amcast.protocols.events import (
+
+from .. import socket_protocol as sp
+from ..protocols.errors import BackpressureError, ClientError
+from ..protocols.events import (
     BackpressureApplied,
     BackpressureReleased,
     BatchDelivered,
@@ -79,9 +68,20 @@ from amcast.protocols.events import (
     MessagesInDoubt,
     ServiceLevel,
 )
-from amcast.protocols.node import Node
-
-from amcast import socket_protocol as sp
+from ..protocols.node import Node
+from . import fanout, health, observe, reload, shutdown
+from .access import AccessPolicy
+from .api import ApiServer, ClientConnection, ensure_fd_limit
+from .config import DaemonConfig
+from .groups import Groups
+from .logs import DeliveryLog
+from .metrics import Counters, Metrics, MetricsSnapshot
+from .notify import Notifier
+from .refusals import RefusalWatch
+from .state import StateFile
+from .submitq import Entry, Ledger, SubmitQueue
+from .trace import DatagramTrace
+from .transports import AnyTransport, open_transport
 
 log = structlog.get_logger("amcastd")
 LEVELS = {level.value: level for level in ServiceLevel}

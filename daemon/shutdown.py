@@ -19,15 +19,16 @@ import contextlib
 from typing import Any, Protocol
 
 import structlog
-from amcast.daemon.api import ApiServer
-from amcast.daemon.config import DaemonConfig
-from amcast.daemon.fanout import report_undelivered
-from amcast.daemon.metrics import Counters
-from amcast.daemon.notify import Notifier
-from amcast.daemon.submitq import Ledger, SubmitQueue
-from amcast.protocols.membership.quorum import has_quorum
-from amcast.protocols.node import Node
-from amcast.protocols.node_config import NodeConfig
+
+from ..protocols.membership.quorum import has_quorum
+from ..protocols.node import Node
+from ..protocols.node_config import NodeConfig
+from .api import ApiServer
+from .config import DaemonConfig
+from .fanout import report_undelivered
+from .metrics import Counters
+from .notify import Notifier
+from .submitq import Ledger, SubmitQueue
 
 log = structlog.get_logger("amcastd")
 

@@ -19,8 +19,8 @@ import contextlib
 import os
 from pathlib import Path
 
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.membership.durable import DurableState
+from ..protocols.errors import ConfigurationError
+from ..protocols.membership.durable import DurableState
 
 
 class StateFile:

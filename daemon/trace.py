@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from amcast.daemon.logs import RotatingJsonl
-from amcast.protocols.wire.codec import KIND_NAMES, Datagram
+from ..protocols.wire.codec import KIND_NAMES, Datagram
+from .logs import RotatingJsonl
 
 Peek = Callable[[bytes], object]
 

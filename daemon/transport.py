@@ -39,8 +39,8 @@ import struct
 from collections import Counter
 from collections.abc import Callable
 
-from amcast.daemon.config import NetworkSection
-from amcast.protocols.errors import ConfigurationError
+from ..protocols.errors import ConfigurationError
+from .config import NetworkSection
 
 MAX_DATAGRAM = 65535
 IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux values; not in every

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amcast.daemon.config import NetworkSection
-from amcast.daemon.redundant import RedundantTransport, open_links
-from amcast.daemon.transport import MulticastTransport
-from amcast.daemon.unicast import UnicastTransport
+from .config import NetworkSection
+from .redundant import RedundantTransport, open_links
+from .transport import MulticastTransport
+from .unicast import UnicastTransport
 
 AnyTransport = MulticastTransport | UnicastTransport | RedundantTransport
 """What the daemon sends and receives through: one contract, three implementations."""

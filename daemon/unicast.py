@@ -28,8 +28,8 @@ import ipaddress
 import socket
 from collections.abc import Callable, Mapping
 
-from amcast.daemon.config import NetworkSection, split_host_port
-from amcast.daemon.transport import DatagramSocketTransport, TransportSetupError, errno_hint
+from .config import NetworkSection, split_host_port
+from .transport import DatagramSocketTransport, TransportSetupError, errno_hint
 
 
 def is_literal(host: str) -> bool:

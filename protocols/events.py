@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amcast.protocols.vocabulary import DeliveryRule, ServiceLevel
+from .vocabulary import DeliveryRule, ServiceLevel
 
 
 class Event:

@@ -29,13 +29,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from amcast.protocols.errors import (
+from .errors import (
     BackpressureError,
     ClientError,
     ConfigurationError,
     DecodeError,
 )
-from amcast.protocols.events import (
+from .events import (
     BackpressureApplied,
     BackpressureReleased,
     BatchDelivered,
@@ -45,22 +45,22 @@ from amcast.protocols.events import (
     PeerClockRefused,
     ViewInstalled,
 )
-from amcast.protocols.membership.durable import DurableState
-from amcast.protocols.membership.layer import MembershipLayer
-from amcast.protocols.membership.quorum import needed
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.ordering import OrderingConfig
-from amcast.protocols.ordering.config import OrderingRule
-from amcast.protocols.reliable.batching import Batcher
-from amcast.protocols.reliable.flow import SendWindow
-from amcast.protocols.reliable.layer import ReliableCounters
-from amcast.protocols.reliable.ratelimit import PeerLimiter
-from amcast.protocols.reliable.repair import Lateness
-from amcast.protocols.session import ViewSession
-from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.auth import Authenticator, Sealed
-from amcast.protocols.wire.clock import ClockWatch, PeerClock
-from amcast.protocols.wire.codec import (
+from .membership.durable import DurableState
+from .membership.layer import MembershipLayer
+from .membership.quorum import needed
+from .node_config import NodeConfig
+from .ordering import OrderingConfig
+from .ordering.config import OrderingRule
+from .reliable.batching import Batcher
+from .reliable.flow import SendWindow
+from .reliable.layer import ReliableCounters
+from .reliable.ratelimit import PeerLimiter
+from .reliable.repair import Lateness
+from .session import ViewSession
+from .vocabulary import ServiceLevel
+from .wire.auth import Authenticator, Sealed
+from .wire.clock import ClockWatch, PeerClock
+from .wire.codec import (
     KIND_NAMES,
     Datagram,
     Kind,
@@ -70,10 +70,10 @@ from amcast.protocols.wire.codec import (
     encode,
     open_body,
 )
-from amcast.protocols.wire.keys import Keyring
-from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
-from amcast.protocols.wire.membership import Settings, ViewRecord
-from amcast.protocols.wire.replay import SessionState
+from .wire.keys import Keyring
+from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
+from .wire.membership import Settings, ViewRecord
+from .wire.replay import SessionState
 
 _HEARTBEAT = Kind.HEARTBEAT
 
@@ -285,7 +285,7 @@ class Node:
         session = self.membership.session
         if session is not None:
             return session.phi
-        from amcast.protocols.session import ordering_for
+        from .session import ordering_for
 
         cfg = self.config
         return ordering_for(cfg.rule, cfg.phi, len(self.members)).resolve_phi(len(self.members))

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.ordering import DEFAULT_RULE, OrderingConfig
-from amcast.protocols.reliable.ratelimit import RepairLimits
-from amcast.protocols.wire.keys import Keyring
+from .errors import ConfigurationError
+from .ordering import DEFAULT_RULE, OrderingConfig
+from .reliable.ratelimit import RepairLimits
+from .wire.keys import Keyring
 
 MIN_KEY_BYTES = 16
 MIN_DATAGRAM_BUDGET = 512

@@ -33,20 +33,20 @@ import random
 from collections import deque
 from typing import Any
 
-from amcast.protocols.errors import ConfigurationError, ProtocolViolation
-from amcast.protocols.events import BatchDelivered, Event
-from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
-from amcast.protocols.ordering.config import OrderingRule
-from amcast.protocols.ordering.messages import CausalMessage, MessageDelivered
-from amcast.protocols.reliable.batching import Batcher, Reassembler
-from amcast.protocols.reliable.flow import SendWindow
-from amcast.protocols.reliable.holdback import CausalHoldback
-from amcast.protocols.reliable.layer import Drop, ReliableCounters, ReliableLayer
-from amcast.protocols.reliable.ratelimit import PeerLimiter
-from amcast.protocols.reliable.repair import Lateness
-from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.codec import Datagram, Fragment, Kind, Vertex
-from amcast.protocols.wire.limits import overhead_bound
+from .errors import ConfigurationError, ProtocolViolation
+from .events import BatchDelivered, Event
+from .ordering import OrderingConfig, TotalOrderEngine
+from .ordering.config import OrderingRule
+from .ordering.messages import CausalMessage, MessageDelivered
+from .reliable.batching import Batcher, Reassembler
+from .reliable.flow import SendWindow
+from .reliable.holdback import CausalHoldback
+from .reliable.layer import Drop, ReliableCounters, ReliableLayer
+from .reliable.ratelimit import PeerLimiter
+from .reliable.repair import Lateness
+from .vocabulary import ServiceLevel
+from .wire.codec import Datagram, Fragment, Kind, Vertex
+from .wire.limits import overhead_bound
 
 # per vertex on the hot path: a module global is read far faster than an enum member
 _CAUSAL = ServiceLevel.CAUSAL

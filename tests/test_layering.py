@@ -235,3 +235,25 @@ def test_the_cycle_checker_sees_deferred_imports(tmp_path: Path) -> None:
     # is a cycle however late it does; the configuration imports neither
     assert [p.split(":")[0] for p in _hidden_cycles("amcast.daemon.fanout", bad)] == [
         "line 4", "line 8"]
+
+
+SCRIPTS = {"amcast.analytics.job": "spark-submit runs it as a script (analytics/job.py), "
+                                   "where a relative import has no package"}
+"""Package modules that also run as plain scripts: they keep absolute imports."""
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_of_the_package_import_each_other_relatively(module: str) -> None:
+    """Inside the ``amcast`` namespace the folder tree is the import tree: a module
+    names another by its place relative to it (``from ..wire import codec``), so
+    readers and tools see the layers the folders show."""
+    if module in SCRIPTS:
+        return
+    tree = ast.parse(MODULES[module].read_text())
+    absolute = [node.lineno for node in ast.walk(tree)
+                if (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and (node.module == "amcast" or node.module.startswith("amcast.")))
+                or (isinstance(node, ast.Import)
+                    and any(a.name == "amcast" or a.name.startswith("amcast.")
+                            for a in node.names))]
+    assert absolute == [], f"{module}: absolute amcast imports on lines {absolute}"

@@ -14,11 +14,11 @@ import sys
 import time
 from typing import Any
 
-from amcast.argtypes import whole
-from amcast.benchmarks.options import group_sizes
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
-from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from ..argtypes import whole
+from ..protocols.errors import ConfigurationError
+from ..protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
+from ..protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from .options import group_sizes
 
 NAME = "engine"
 HELP = "insertions/s and deliveries/s of the total-order engine alone"

@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amcast.argtypes import positive, whole
-from amcast.benchmarks.options import group_sizes
-from amcast.faultload import FaultRun, Recorder, percentile
-from amcast.localcluster import LocalCluster
+from ..argtypes import positive, whole
+from ..faultload import FaultRun, Recorder, percentile
+from ..localcluster import LocalCluster
+from .options import group_sizes
 
 NAME = "failover"
 HELP = ("kill -9 / restart / SIGTERM of random daemons under load: time to the new view, "

@@ -54,15 +54,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from amcast.argtypes import non_negative, positive, whole
-from amcast.benchmarks.cluster import cpu_seconds
-from amcast.client import BlockingClient
-from amcast.floodattack import KINDS
-from amcast.loadgen import MIN_SIZE
-from amcast.localcluster import LocalCluster, free_port
-from amcast.protocols.errors import AmcastError
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.reliable.ratelimit import RepairLimits
+from ..argtypes import non_negative, positive, whole
+from ..client import BlockingClient
+from ..floodattack import KINDS
+from ..loadgen import MIN_SIZE
+from ..localcluster import LocalCluster, free_port
+from ..protocols.errors import AmcastError
+from ..protocols.node_config import NodeConfig
+from ..protocols.reliable.ratelimit import RepairLimits
+from .cluster import cpu_seconds
 
 NAME = "flood"
 DAEMON_RCVBUF = 4 << 20
@@ -457,7 +457,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(attacks) - set(KINDS)
     if unknown:
         raise SystemExit(f"unknown attacks: {', '.join(sorted(unknown))} (know {KINDS})")
-    from amcast.commands.cluster import parse_protocol
+    from ..commands.cluster import parse_protocol
 
     tmp = None
     if args.dir is None:

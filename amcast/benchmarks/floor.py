@@ -59,13 +59,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from amcast.argtypes import non_negative, positive, whole
-from amcast.benchmarks.cluster import cpu_seconds, percentile, wakeups
-from amcast.benchmarks.options import group_sizes
-from amcast.commands._common import CommandFailed
-from amcast.loadgen import MIN_SIZE
-from amcast.localcluster import free_port
-from amcast.protocols.session import prompt_ackers
+from ..argtypes import non_negative, positive, whole
+from ..commands._common import CommandFailed
+from ..loadgen import MIN_SIZE
+from ..localcluster import free_port
+from ..protocols.session import prompt_ackers
+from .cluster import cpu_seconds, percentile, wakeups
+from .options import group_sizes
 
 NAME = "floor"
 HELP = ("light load: a lone message's pattern (client hops, data, ToTo's prompt acks) in "
@@ -324,7 +324,7 @@ def _wait_ready(p: subprocess.Popen[str]) -> None:
 
 
 def amcast_run(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    from amcast.benchmarks import cluster
+    from . import cluster
 
     lat = cluster.latency(n, argparse.Namespace(
         latency_rate=args.rate, latency_duration=args.duration, latency_warmup=args.warmup,
@@ -377,7 +377,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"peer rows: the latency runs of {args.peers} (its own run, on this "
                      "machine if it ran here)")
     if getattr(args, "plot", None) is not None:
-        from amcast import plots
+        from .. import plots
 
         plots.light_load(chart_series(rows), args.plot,
                          title=f"light load: {args.rate:.0f} msgs/s from one member, "
@@ -401,7 +401,7 @@ PEERS = {"jgroups-seq": "JGroups SEQUENCER", "corosync-cpg": "Corosync CPG"}
 def peer_rows(run_dir: Path) -> list[list[Any]]:
     """The JGroups and Corosync latency runs of a peer-harness run, as table rows (p50,
     p99, CPU µs of all processes per ordered message; medians over repetitions)."""
-    from amcast.benchmarks.peers_plot import read_run
+    from .peers_plot import read_run
 
     out = []
     for s in read_run(run_dir, set(PEERS))["series"]:

@@ -25,14 +25,14 @@ import statistics
 import sys
 from typing import Any
 
-from amcast.argtypes import whole
-from amcast.benchmarks.options import group_sizes
-from amcast.protocols.events import FlushCompleted
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.simulation.checkers import Proc
-from amcast.protocols.simulation.cluster import Cluster, Workload
-from amcast.protocols.simulation.faults import Fault
-from amcast.protocols.vocabulary import ServiceLevel
+from ..argtypes import whole
+from ..protocols.events import FlushCompleted
+from ..protocols.node_config import NodeConfig
+from ..protocols.simulation.checkers import Proc
+from ..protocols.simulation.cluster import Cluster, Workload
+from ..protocols.simulation.faults import Fault
+from ..protocols.vocabulary import ServiceLevel
+from .options import group_sizes
 
 NAME = "views"
 HELP = "time to a new view after a crash, restart or leave, and what a view change costs"

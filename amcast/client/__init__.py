@@ -32,15 +32,17 @@ Modules: ``session`` (protocol state, no I/O), ``aio`` (``Client``), ``blocking`
 of the order).
 """
 
-from amcast.client.aio import (
+from ..protocols.errors import ClientError
+from ..socket_protocol import SERVICES
+from .aio import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_UNCONFIRMED_BYTES,
     DEFAULT_SOCKET,
     DEFAULT_TIMEOUT,
     Client,
 )
-from amcast.client.blocking import BlockingClient
-from amcast.client.errors import (
+from .blocking import BlockingClient
+from .errors import (
     ClientTimeout,
     ConnectionClosed,
     MessageBatch,
@@ -49,7 +51,7 @@ from amcast.client.errors import (
     Unreachable,
     WouldBlock,
 )
-from amcast.client.records import (
+from .records import (
     DeliveredBatch,
     Delivery,
     Event,
@@ -58,10 +60,8 @@ from amcast.client.records import (
     Undelivered,
     ViewChange,
 )
-from amcast.client.session import CLIENT_SERVICES
-from amcast.client.state import StateTransfer
-from amcast.protocols.errors import ClientError
-from amcast.socket_protocol import SERVICES
+from .session import CLIENT_SERVICES
+from .state import StateTransfer
 
 __all__ = [
     "CLIENT_SERVICES",

@@ -40,10 +40,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from typing import Any, cast
 
-from amcast import socket_protocol as sp
-from amcast.client.errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
-from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
-from amcast.client.session import (
+from .. import socket_protocol as sp
+from ..protocols.errors import ClientError
+from ..socket_protocol import FrameDecoder, FrameError
+from .errors import ClientTimeout, ConnectionClosed, Unreachable, WouldBlock
+from .records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
+from .session import (
     PAYLOAD_OVERHEAD,
     Reply,
     Session,
@@ -52,8 +54,6 @@ from amcast.client.session import (
     members_satisfy,
     view_satisfies,
 )
-from amcast.protocols.errors import ClientError
-from amcast.socket_protocol import FrameDecoder, FrameError
 
 DEFAULT_SOCKET = "/run/amcast/amcastd.sock"
 DEFAULT_MAX_BATCH_BYTES = 16 * 1024

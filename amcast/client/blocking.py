@@ -30,8 +30,10 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any
 
-from amcast import socket_protocol as sp
-from amcast.client.aio import (
+from .. import socket_protocol as sp
+from ..protocols.errors import ClientError
+from ..socket_protocol import FrameDecoder, FrameError
+from .aio import (
     DEFAULT_MAX_BATCH_BYTES,
     DEFAULT_MAX_UNCONFIRMED_BYTES,
     DEFAULT_SOCKET,
@@ -39,9 +41,9 @@ from amcast.client.aio import (
     connect_error,
     expected_text,
 )
-from amcast.client.errors import ClientTimeout, ConnectionClosed
-from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
-from amcast.client.session import (
+from .errors import ClientTimeout, ConnectionClosed
+from .records import DeliveredBatch, Delivery, Event, MembersChange, ViewChange
+from .session import (
     Reply,
     Session,
     SessionState,
@@ -50,8 +52,6 @@ from amcast.client.session import (
     members_satisfy,
     view_satisfies,
 )
-from amcast.protocols.errors import ClientError
-from amcast.socket_protocol import FrameDecoder, FrameError
 
 DEFAULT_MAX_QUEUED_BYTES = 32 * 1024 * 1024
 

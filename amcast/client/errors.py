@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from amcast.protocols.errors import ClientError
+from ..protocols.errors import ClientError
 
 
 @dataclass(frozen=True, slots=True)

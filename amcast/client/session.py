@@ -61,14 +61,16 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from amcast.client.errors import (
+from ..protocols.errors import ClientError
+from ..socket_protocol import DEFAULT_MAX_FRAME_BYTES, SERVICES, encode_frame
+from .errors import (
     ConnectionClosed,
     MessageBatch,
     MessagesRefused,
     Refusal,
     WouldBlock,
 )
-from amcast.client.records import (
+from .records import (
     DeliveredBatch,
     Event,
     MembersChange,
@@ -80,8 +82,6 @@ from amcast.client.records import (
     members_from_frame,
     view_from_frame,
 )
-from amcast.protocols.errors import ClientError
-from amcast.socket_protocol import DEFAULT_MAX_FRAME_BYTES, SERVICES, encode_frame
 
 HISTORY = 1 << 17
 PAYLOAD_OVERHEAD = 5  # msgpack bin32 header

@@ -45,13 +45,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from amcast.client.errors import ClientTimeout
-from amcast.client.records import DeliveredBatch, Delivery, Event, MembersChange, OrderGap
-from amcast.protocols.errors import ClientError
+from ..protocols.errors import ClientError
+from .errors import ClientTimeout
+from .records import DeliveredBatch, Delivery, Event, MembersChange, OrderGap
 
 if TYPE_CHECKING:
-    from amcast.client.aio import Client
-    from amcast.client.blocking import BlockingClient
+    from .aio import Client
+    from .blocking import BlockingClient
 
 APP = 0
 REQUEST = 1

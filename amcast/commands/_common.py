@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from amcast.client import DEFAULT_SOCKET
-from amcast.protocols.errors import AmcastError
+from ..client import DEFAULT_SOCKET
+from ..protocols.errors import AmcastError
 
 
 class CommandFailed(AmcastError):

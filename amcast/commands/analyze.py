@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from amcast.protocols.errors import ConfigurationError
+from ..protocols.errors import ConfigurationError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "order audit passed, 1 it failed, 2 the logs could not be analysed.",
     )
     try:
-        from amcast.analytics.options import add_arguments
+        from ..analytics.options import add_arguments
     except ImportError:  # an editable install made before analytics/ existed
         p.add_argument("args", nargs=argparse.REMAINDER)
         p.set_defaults(func=_not_installed)
@@ -47,19 +47,19 @@ def _not_installed(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from amcast.analytics import paths
-    from amcast.analytics.errors import AnalyticsError, guarded
-    from amcast.analytics.javacheck import require_java
+    from ..analytics import paths
+    from ..analytics.errors import AnalyticsError, guarded
+    from ..analytics.javacheck import require_java
 
     def body() -> int:
         paths.logs_location(args.logdir)  # fail before starting Spark
         paths.report_dir(args.out)
         require_java()
         try:
-            from amcast.analytics import text
-            from amcast.analytics.job import Progress, exit_status
-            from amcast.analytics.job import run as run_job
-            from amcast.analytics.session import get_session
+            from ..analytics import text
+            from ..analytics.job import Progress, exit_status
+            from ..analytics.job import run as run_job
+            from ..analytics.session import get_session
         except ImportError as exc:
             raise AnalyticsError(
                 f"the analysis job needs the analytics extra ({exc.name} is missing): "

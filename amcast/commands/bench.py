@@ -11,8 +11,8 @@ import argparse
 import importlib
 import pkgutil
 
-from amcast import benchmarks
-from amcast.report import print_report
+from .. import benchmarks
+from ..report import print_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,9 +12,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from amcast.argtypes import whole
-from amcast.commands._common import CommandFailed
-from amcast.localcluster import LocalCluster
+from ..argtypes import whole
+from ..localcluster import LocalCluster
+from ._common import CommandFailed
 
 
 def parse_protocol(pairs: list[str]) -> dict[str, Any]:

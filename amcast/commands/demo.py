@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from amcast import demo
-from amcast.report import print_report
+from .. import demo
+from ..report import print_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ import argparse
 import os
 from pathlib import Path
 
-from amcast import keygen
+from .. import keygen
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

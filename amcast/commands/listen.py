@@ -13,8 +13,8 @@ import argparse
 import json
 from typing import Any
 
-from amcast.argtypes import positive, whole
-from amcast.client import (
+from ..argtypes import positive, whole
+from ..client import (
     BlockingClient,
     DeliveredBatch,
     Event,
@@ -23,7 +23,7 @@ from amcast.client import (
     Undelivered,
     ViewChange,
 )
-from amcast.commands._common import add_socket_argument
+from ._common import add_socket_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

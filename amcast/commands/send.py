@@ -17,16 +17,16 @@ import select
 import sys
 import time
 
-from amcast.argtypes import positive
-from amcast.client import (
+from ..argtypes import positive
+from ..client import (
     SERVICES,
     BlockingClient,
     ClientTimeout,
     DeliveredBatch,
     MessagesRefused,
 )
-from amcast.commands._common import CommandFailed, add_socket_argument
-from amcast.protocols.errors import ClientError
+from ..protocols.errors import ClientError
+from ._common import CommandFailed, add_socket_argument
 
 READ_BYTES = 1 << 16
 LOCAL_REFUSALS = ("message_too_large", "bad_field", "bad_service")  # send() raises at once

@@ -24,12 +24,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from amcast.argtypes import non_negative, number, positive, whole
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.ordering import DEFAULT_RULE, OrderingRule
-from amcast.protocols.simulation.causal_broadcast import Topology, Workload
-from amcast.protocols.simulation.ordering_study import Study, run_study, section7
-from amcast.report import print_report
+from ..argtypes import non_negative, number, positive, whole
+from ..protocols.errors import ConfigurationError
+from ..protocols.ordering import DEFAULT_RULE, OrderingRule
+from ..protocols.simulation.causal_broadcast import Topology, Workload
+from ..protocols.simulation.ordering_study import Study, run_study, section7
+from ..report import print_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -107,7 +107,7 @@ def _variants(spec: str) -> list[tuple[OrderingRule, float | None]]:
 
 
 def run_faults(args: argparse.Namespace) -> int:
-    from amcast.protocols.simulation.cluster import run_cluster_simulation
+    from ..protocols.simulation.cluster import run_cluster_simulation
 
     if args.n_min > args.n_max:
         raise ConfigurationError("--n-min must be <= --n-max")
@@ -124,7 +124,7 @@ def run_faults(args: argparse.Namespace) -> int:
 
 def run_membership(args: argparse.Namespace) -> int:
     """The membership sweep, over ``--jobs`` processes; progress on stderr."""
-    from amcast.protocols.simulation import membership_sweep as sweep
+    from ..protocols.simulation import membership_sweep as sweep
 
     if args.n_min > args.n_max:
         raise ConfigurationError("--n-min must be <= --n-max")
@@ -142,7 +142,7 @@ def run_membership(args: argparse.Namespace) -> int:
 
 def run_multigroup(args: argparse.Namespace) -> int:
     """The SCALATOM sweep: ``seeds`` and ``failed`` (the seeds with a violation)."""
-    from amcast.protocols.multigroup.simulation import sweep
+    from ..protocols.multigroup.simulation import sweep
 
     result = sweep(range(args.seed, args.seed + args.seeds), progress=_progress(args))
     failed: list[int] = result["failed"]  # type: ignore[assignment]
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         report = {"title": "amcast simulate (virtual time, seeded)", "tables": [table]}
         results = {"custom": custom}
     if args.plot:
-        from amcast.plots import latency_cdfs
+        from ..plots import latency_cdfs
 
         panels = {
             name: {f"{r.rule.value} phi={r.phi:g}": r.latencies for r in rs}

@@ -18,11 +18,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from amcast.commands._common import CommandFailed
-from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.membership.durable import DurableState
-from amcast.protocols.membership.quorum import needed
-from amcast.protocols.wire.membership import ViewRecord
+from ..protocols.errors import ConfigurationError
+from ..protocols.membership.durable import DurableState
+from ..protocols.membership.quorum import needed
+from ..protocols.wire.membership import ViewRecord
+from ._common import CommandFailed
 
 FILE = re.compile(r"node-(\d+)\.state")
 

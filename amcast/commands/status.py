@@ -17,11 +17,11 @@ import sys
 import time
 from typing import Any
 
-from amcast.argtypes import non_negative, positive
-from amcast.client import BlockingClient, ClientTimeout, Unreachable
-from amcast.commands._common import add_socket_argument
-from amcast.protocols.errors import AmcastError
-from amcast.report import print_report
+from ..argtypes import non_negative, positive
+from ..client import BlockingClient, ClientTimeout, Unreachable
+from ..protocols.errors import AmcastError
+from ..report import print_report
+from ._common import add_socket_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -50,15 +50,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amcast.protocols.membership.cut import compute_cut
-from amcast.protocols.membership.quorum import has_quorum
-from amcast.protocols.wire.membership import (
+from ..wire.membership import (
     Ballot,
     Member,
     Promise,
     Proposal,
     ViewRecord,
 )
+from .cut import compute_cut
+from .quorum import has_quorum
 
 PREPARE = "prepare"
 ACCEPT = "accept"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from amcast.protocols.wire.membership import Availability
+from ..wire.membership import Availability
 
 
 def compute_cut(members: Sequence[int], reports: Iterable[Availability]) -> dict[int, int]:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import msgpack
-from amcast.protocols.errors import ConfigurationError, DecodeError
-from amcast.protocols.wire.fields import read_int
-from amcast.protocols.wire.limits import MAX_INCARNATION, MAX_NODE_ID, MAX_VIEW_ID, WireLimits
-from amcast.protocols.wire.membership import (
+
+from ..errors import ConfigurationError, DecodeError
+from ..wire.fields import read_int
+from ..wire.limits import MAX_INCARNATION, MAX_NODE_ID, MAX_VIEW_ID, WireLimits
+from ..wire.membership import (
     ZERO_BALLOT,
     Ballot,
     Proposal,

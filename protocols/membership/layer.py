@@ -44,10 +44,10 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from amcast.protocols.events import (
+from ..events import (
     Event,
     FlushCompleted,
     JoinerHeldBack,
@@ -60,24 +60,10 @@ from amcast.protocols.events import (
     ViewInstalled,
     ViewProposed,
 )
-from amcast.protocols.membership.agreement import (
-    ACCEPT,
-    INSTALL,
-    PREPARE,
-    Round,
-    choose_proposal,
-    may_hold,
-    needs_holder,
-    reported_holders,
-    unheard_holders,
-)
-from amcast.protocols.membership.detector import FailureDetector
-from amcast.protocols.membership.durable import DurableState
-from amcast.protocols.membership.quorum import has_quorum
-from amcast.protocols.reliable.layer import Drop, ReliableCounters, next_beat
-from amcast.protocols.session import ViewSession
-from amcast.protocols.wire.codec import Datagram, MembershipDatagram
-from amcast.protocols.wire.membership import (
+from ..reliable.layer import Drop, ReliableCounters, next_beat
+from ..session import ViewSession
+from ..wire.codec import Datagram, MembershipDatagram
+from ..wire.membership import (
     ZERO_BALLOT,
     Accept,
     Accepted,
@@ -95,6 +81,20 @@ from amcast.protocols.wire.membership import (
     Settings,
     ViewRecord,
 )
+from .agreement import (
+    ACCEPT,
+    INSTALL,
+    PREPARE,
+    Round,
+    choose_proposal,
+    may_hold,
+    needs_holder,
+    reported_holders,
+    unheard_holders,
+)
+from .detector import FailureDetector
+from .durable import DurableState
+from .quorum import has_quorum
 
 MAX_FUTURE_DATAGRAMS = 2048
 ACCEPT_VOTE_AFTER = 0.75
@@ -542,9 +542,10 @@ class MembershipLayer:
         was taken in, or not, and then stopped); the earlier one is live and may join.
         Datagrams of a previous life still in flight come within moments of the
         restart, not after its successor's silence."""
-        return (isinstance(msg, Join) and self._gone(peer, now)
-                and (self.view is None or self.view.member(node) is None
-                     or self.view.member(node).incarnation != peer.incarnation))
+        if not (isinstance(msg, Join) and self._gone(peer, now)):
+            return False
+        member = self.view.member(node) if self.view is not None else None
+        return member is None or member.incarnation != peer.incarnation
 
     def _from_contender(self, sender: int, peer: Peer, incarnation: int, msg: Message,
                         now: float) -> None:
@@ -1643,7 +1644,7 @@ def _ignore_closed(view_id: int, cut: dict[int, int] | None) -> None:
     return None
 
 
-_RESTORED = tuple(f for f in Peer.__slots__ if f not in (
+_RESTORED = tuple(f.name for f in fields(Peer) if f.name not in (
     "last_in_view", "reported", "contender", "contender_reason", "contender_detail",
     "contender_heard", "incumbent"))
 """What ``_set_contender`` restores of a record (its liveness in our view and what was

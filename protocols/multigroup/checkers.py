@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from amcast.protocols.multigroup.messages import MsgId
+from .messages import MsgId
 
 
 @dataclass(frozen=True, slots=True)

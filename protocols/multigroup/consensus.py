@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from amcast.protocols.multigroup.messages import (
+from .messages import (
     Abort,
     Ack,
     ConsensusMessage,

@@ -60,8 +60,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from amcast.protocols.multigroup.consensus import ConsensusInstance, ConsensusStep
-from amcast.protocols.multigroup.messages import (
+from .consensus import ConsensusInstance, ConsensusStep
+from .messages import (
     ConsensusMessage,
     Data,
     Gossip,

@@ -28,16 +28,16 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from amcast.protocols.multigroup.checkers import Datagram, Multicast, check_run
-from amcast.protocols.multigroup.messages import Message, MsgId, about, header_bytes
-from amcast.protocols.multigroup.scalatom import (
+from ..simulation.network import LinkFaults, NetworkConfig, SimNetwork
+from .checkers import Datagram, Multicast, check_run
+from .messages import Message, MsgId, about, header_bytes
+from .scalatom import (
     Deliver,
     Federation,
     Output,
     ScalatomConfig,
     ScalatomProcess,
 )
-from amcast.protocols.simulation.network import LinkFaults, NetworkConfig, SimNetwork
 
 
 @dataclass(frozen=True, slots=True)

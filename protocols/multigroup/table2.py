@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amcast.protocols.multigroup.simulation import (
+from .simulation import (
     LinkFaults,
     PlannedMulticast,
     Scenario,

@@ -1,13 +1,13 @@
 """The total-order engine: the ToTo family of delivery rules on the causality DAG."""
 
-from amcast.protocols.ordering.config import (
+from .config import (
     DEFAULT_RULE,
     UNSAFE_RULES,
     OrderingConfig,
     OrderingRule,
 )
-from amcast.protocols.ordering.engine import TotalOrderEngine
-from amcast.protocols.ordering.messages import (
+from .engine import TotalOrderEngine
+from .messages import (
     CausalMessage,
     DeliveryRule,
     MessageDelivered,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from amcast.protocols.errors import ConfigurationError
+from ..errors import ConfigurationError
 
 
 class OrderingRule(StrEnum):

@@ -61,11 +61,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from amcast.protocols.errors import ConfigurationError, ProtocolViolation
-from amcast.protocols.ordering import rules
-from amcast.protocols.ordering.config import OrderingConfig, OrderingRule
-from amcast.protocols.ordering.messages import CausalMessage, DeliveryRule, MessageDelivered
-from amcast.protocols.ordering.votes import ActivationVotes
+from ..errors import ConfigurationError, ProtocolViolation
+from . import rules
+from .config import OrderingConfig, OrderingRule
+from .messages import CausalMessage, DeliveryRule, MessageDelivered
+from .votes import ActivationVotes
 
 
 class _Vertex:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from amcast.protocols.vocabulary import DeliveryRule, MessageId
+from ..vocabulary import DeliveryRule, MessageId
 
 
 @dataclass(frozen=True, slots=True)

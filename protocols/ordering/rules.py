@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from amcast.protocols.ordering.messages import DeliveryRule
-from amcast.protocols.ordering.votes import ActivationVotes, bits
+from .messages import DeliveryRule
+from .votes import ActivationVotes, bits
 
 TailCount = Callable[[int], int]
 """Ntail(s) for a candidate sender index s (needed by ToTo only)."""

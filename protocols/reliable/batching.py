@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections import deque
 
-from amcast.protocols.errors import ProtocolViolation
-from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.codec import Fragment, Item
-from amcast.protocols.wire.limits import FRAGMENT_OVERHEAD, ITEM_OVERHEAD
+from ..errors import ProtocolViolation
+from ..vocabulary import ServiceLevel
+from ..wire.codec import Fragment, Item
+from ..wire.limits import FRAGMENT_OVERHEAD, ITEM_OVERHEAD
 
 
 class Batcher:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from amcast.protocols.errors import ProtocolViolation
-from amcast.protocols.wire.codec import Vertex
+from ..errors import ProtocolViolation
+from ..wire.codec import Vertex
 
 HELD = "held"
 DUPLICATE = "duplicate"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 
-from amcast.protocols.wire.codec import Vertex
+from ..wire.codec import Vertex
 
 
 class CausalHoldback:

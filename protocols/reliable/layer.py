@@ -43,21 +43,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amcast.protocols.errors import ProtocolViolation
-from amcast.protocols.reliable.causal import DUPLICATE, HELD, CausalReleaser
-from amcast.protocols.reliable.ratelimit import PeerLimiter
-from amcast.protocols.reliable.repair import Lateness, NackTimers, RepairTimers
-from amcast.protocols.reliable.stability import AckMatrix
-from amcast.protocols.vocabulary import ServiceLevel
-from amcast.protocols.wire.codec import Datagram, Item, Kind, Vertex
-from amcast.protocols.wire.limits import (
+from ..errors import ProtocolViolation
+from ..vocabulary import ServiceLevel
+from ..wire.codec import Datagram, Item, Kind, Vertex
+from ..wire.limits import (
     ACK_OVERHEAD,
     FIXED_OVERHEAD,
     FRAGMENT_OVERHEAD,
     ITEM_OVERHEAD,
     NACK_RANGE_OVERHEAD,
 )
-from amcast.protocols.wire.membership import Availability, HeldVertex
+from ..wire.membership import Availability, HeldVertex
+from .causal import DUPLICATE, HELD, CausalReleaser
+from .ratelimit import PeerLimiter
+from .repair import Lateness, NackTimers, RepairTimers
+from .stability import AckMatrix
 
 Drop = Callable[[str, str], None]
 

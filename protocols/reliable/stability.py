@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from amcast.protocols.wire.codec import Vertex
+from ..wire.codec import Vertex
 
 
 class AckMatrix:

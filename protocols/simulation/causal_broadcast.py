@@ -22,7 +22,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from amcast.protocols.ordering.messages import CausalMessage, MessageId
+from ..ordering.messages import CausalMessage, MessageId
 
 
 @dataclass(frozen=True, slots=True)

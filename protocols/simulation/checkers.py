@@ -42,8 +42,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from amcast.protocols.membership.quorum import needed
-from amcast.protocols.vocabulary import ServiceLevel
+from ..membership.quorum import needed
+from ..vocabulary import ServiceLevel
 
 
 @dataclass(frozen=True, slots=True, order=True)

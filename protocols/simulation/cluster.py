@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from amcast.protocols.errors import BackpressureError, DecodeError
-from amcast.protocols.events import (
+from ..errors import BackpressureError, DecodeError
+from ..events import (
     BackpressureReleased,
     BatchDelivered,
     DatagramDropped,
@@ -53,23 +53,23 @@ from amcast.protocols.events import (
     OrderGap,
     ViewInstalled,
 )
-from amcast.protocols.membership.durable import DurableState
-from amcast.protocols.node import Node
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.ordering import DEFAULT_RULE
-from amcast.protocols.simulation.checkers import (
+from ..membership.durable import DurableState
+from ..node import Node
+from ..node_config import NodeConfig
+from ..ordering import DEFAULT_RULE
+from ..vocabulary import DeliveryRule, ServiceLevel
+from ..wire.codec import Kind
+from ..wire.membership import ViewRecord
+from .checkers import (
     Delivery,
     InstalledView,
     Proc,
     SentMessage,
     check_all,
 )
-from amcast.protocols.simulation.faults import Fault
-from amcast.protocols.simulation.network import LinkFaults, NetworkConfig, SimNetwork
-from amcast.protocols.simulation.own_ledger import OwnLedger
-from amcast.protocols.vocabulary import DeliveryRule, ServiceLevel
-from amcast.protocols.wire.codec import Kind
-from amcast.protocols.wire.membership import ViewRecord
+from .faults import Fault
+from .network import LinkFaults, NetworkConfig, SimNetwork
+from .own_ledger import OwnLedger
 
 DEFAULT_SERVICES: tuple[tuple[ServiceLevel, float], ...] = (
     (ServiceLevel.AGREED, 0.7),

@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload, batching_title
-from amcast.protocols.simulation.faults import (
+from ..node_config import NodeConfig
+from .cluster import Cluster, RunResult, Workload, batching_title
+from .faults import (
     IMPOSTOR_ENDPOINT,
     Fault,
     clock_fault_plan,
@@ -32,7 +32,7 @@ from amcast.protocols.simulation.faults import (
     impostor_fault_plan,
     random_plan,
 )
-from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
+from .network import LinkFaults, NetworkConfig
 
 RULES = ("lex", "stoto", "gtoto", "gltoto")
 WALL_CLOCK = 1_795_000_000.0

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amcast.protocols.ordering import OrderingConfig, OrderingRule, TotalOrderEngine
-from amcast.protocols.ordering.messages import DeliveryRule, MessageId
-from amcast.protocols.simulation import safety
-from amcast.protocols.simulation.causal_broadcast import Trace
+from ..ordering import OrderingConfig, OrderingRule, TotalOrderEngine
+from ..ordering.messages import DeliveryRule, MessageId
+from . import safety
+from .causal_broadcast import Trace
 
 
 @dataclass

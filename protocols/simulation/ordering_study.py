@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from amcast.protocols.ordering import OrderingRule
-from amcast.protocols.ordering.messages import DeliveryRule
-from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
-from amcast.protocols.simulation.ordering_replay import ReplayResult, early_gain, replay
+from ..ordering import OrderingRule
+from ..ordering.messages import DeliveryRule
+from .causal_broadcast import Topology, Workload, simulate
+from .ordering_replay import ReplayResult, early_gain, replay
 
 Variant = tuple[OrderingRule, float | None]
 Progress = Callable[[str], None]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping, Sequence
 
-from amcast.protocols.ordering.messages import MessageId
+from ..ordering.messages import MessageId
 
 Clock = Callable[[MessageId], Sequence[int]]
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import Counter
 from itertools import combinations
 
-from amcast.protocols.simulation.swap_cluster import SwapTrace
-from amcast.protocols.swap.delivery import Delivered, Gap
-from amcast.protocols.swap.messages import MsgId
+from ..swap.delivery import Delivered, Gap
+from ..swap.messages import MsgId
+from .swap_cluster import SwapTrace
 
 
 def one_sink(trace: SwapTrace) -> list[str]:

@@ -29,13 +29,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from amcast.protocols.simulation.network import LinkFaults, NetworkConfig, SimNetwork
-from amcast.protocols.swap import arrow, combining, hybrid
-from amcast.protocols.swap.arrow import ArrowNode
-from amcast.protocols.swap.combining import CombiningConfig
-from amcast.protocols.swap.delivery import DeliveryBuffer, DeliveryEvent
-from amcast.protocols.swap.hybrid import HybridConfig
-from amcast.protocols.swap.messages import (
+from ..swap import arrow, combining, hybrid
+from ..swap.arrow import ArrowNode
+from ..swap.combining import CombiningConfig
+from ..swap.delivery import DeliveryBuffer, DeliveryEvent
+from ..swap.hybrid import HybridConfig
+from ..swap.messages import (
     ArrowSwap,
     MsgId,
     Multicast,
@@ -44,7 +43,8 @@ from amcast.protocols.swap.messages import (
     SwapEvent,
     SwapReply,
 )
-from amcast.protocols.swap.tree import Shape, SpanningTree
+from ..swap.tree import Shape, SpanningTree
+from .network import LinkFaults, NetworkConfig, SimNetwork
 
 Mode = Literal["arrow", "combining", "hybrid"]
 

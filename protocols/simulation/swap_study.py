@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from amcast.protocols.simulation.swap_cluster import Mode, SwapSimConfig
-from amcast.protocols.simulation.swap_sweep import simulate
-from amcast.protocols.swap.tree import Shape
+from ..swap.tree import Shape
+from .swap_cluster import Mode, SwapSimConfig
+from .swap_sweep import simulate
 
 SHAPES: tuple[Shape, ...] = ("star", "path", "balanced")
 MODES: tuple[Mode, ...] = ("arrow", "combining", "hybrid")

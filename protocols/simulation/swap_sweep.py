@@ -7,8 +7,8 @@ the two imports the other back).
 
 from __future__ import annotations
 
-from amcast.protocols.simulation.swap_checkers import check
-from amcast.protocols.simulation.swap_cluster import SwapSimConfig, SwapTrace, run_trace
+from .swap_checkers import check
+from .swap_cluster import SwapSimConfig, SwapTrace, run_trace
 
 
 def simulate(config: SwapSimConfig, seed: int) -> SwapTrace:

@@ -33,14 +33,15 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from amcast.protocols.errors import DecodeError
-from amcast.protocols.wire.keys import Keyring
-from amcast.protocols.wire.limits import PREFIX_BYTES, SEAL_HEADER_BYTES, TAG_BYTES, WIRE_VERSION
-from amcast.protocols.wire.replay import ReplayGuard, SessionState
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from ..errors import DecodeError
+from .keys import Keyring
+from .limits import PREFIX_BYTES, SEAL_HEADER_BYTES, TAG_BYTES, WIRE_VERSION
+from .replay import ReplayGuard, SessionState
 
 FLAG_SEALED = 0x01
 SESSION_BYTES = 16

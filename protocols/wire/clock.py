@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from amcast.protocols.wire.replay import SessionState
+from .replay import SessionState
 
 PROBE_INTERVAL_MS = 50
 """At most one refused (``stale``/``future``) datagram per this many ms is authenticated

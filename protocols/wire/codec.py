@@ -35,18 +35,19 @@ from itertools import chain
 from typing import Any
 
 import msgpack
-from amcast.protocols.errors import DecodeError
-from amcast.protocols.vocabulary import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
-from amcast.protocols.wire.auth import Authenticator, Sealed
-from amcast.protocols.wire.fields import read_int, read_list
-from amcast.protocols.wire.limits import (
+
+from ..errors import DecodeError
+from ..vocabulary import SERVICE_BY_CODE, SERVICE_CODES, ServiceLevel
+from .auth import Authenticator, Sealed
+from .fields import read_int, read_list
+from .limits import (
     MAX_INCARNATION,
     MAX_NODE_ID,
     MAX_SEQ,
     MAX_VIEW_ID,
     WireLimits,
 )
-from amcast.protocols.wire.membership import Message, decode_message, encode_message
+from .membership import Message, decode_message, encode_message
 
 
 class Kind(IntEnum):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from amcast.protocols.errors import DecodeError
-from amcast.protocols.wire.limits import MAX_TEXT_BYTES
+from ..errors import DecodeError
+from .limits import MAX_TEXT_BYTES
 
 
 def read_int(value: Any, lo: int, hi: int, what: str) -> int:

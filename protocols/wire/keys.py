@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amcast.protocols.errors import ConfigurationError
+from ..errors import ConfigurationError
 
 KEY_BYTES = 32
 """Length of every group key (AES-256)."""

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from amcast.protocols.errors import DecodeError
-from amcast.protocols.wire.fields import read_bool, read_int, read_list, read_text
-from amcast.protocols.wire.limits import (
+from ..errors import DecodeError
+from .fields import read_bool, read_int, read_list, read_text
+from .limits import (
     MAX_INCARNATION,
     MAX_NODE_ID,
     MAX_SEQ,

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amcast.protocols.errors import DecodeError
+from ..errors import DecodeError
 
 WINDOW = 4096
 """Counters below a session's highest that the bitmap remembers."""
