@@ -1,13 +1,16 @@
-"""The Debian package (``make deb``, ``deploy/build_deb.py``): built, unpacked into a
-throwaway root with ``dpkg -x``, and run from there.
+"""The Debian package (``make deb``, ``deploy/build_deb.py``): built, installed with
+``dpkg -i`` into a throwaway root (``dpkg --root=DIR --force-not-root``, the maintainer
+scripts run chrootless and touch nothing of this host: ``DPKG_ROOT``), run from there,
+and purged.
 
 What is checked: the control fields and conffiles; every file an operator expects (the
 ``/usr/bin`` commands, the systemd units pointed at ``/usr/bin/amcastd``, both man pages,
 bash and zsh completion, the default config, the copyright); that nothing in the tree
 still names the build's staging directory (the scripts' ``#!`` lines name
-``/opt/amcast/bin/python``); the maintainer scripts parse; and ``amcastd --help``,
-``amcastd --check`` and ``amcast --version`` run from the unpacked tree (its
-interpreter, its own site-packages, not this checkout's).
+``/opt/amcast/bin/python``); the maintainer scripts parse; ``amcastd --help``,
+``amcastd --check`` and ``amcast --version`` run from the installed tree (its
+interpreter, its own site-packages, not this checkout's); ``dpkg --purge`` leaves
+nothing of the package, its configuration included.
 """
 
 from __future__ import annotations
@@ -42,10 +45,24 @@ def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def _dpkg(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """dpkg on the throwaway root: not as root, dependencies (python3, adduser) not in
+    its empty database, the maintainer scripts run outside it."""
+    return subprocess.run(["dpkg", f"--root={root}", "--force-not-root", "--force-depends",
+                           "--force-script-chrootless", "--log=/dev/null", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def root(deb: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("root")
-    subprocess.run(["dpkg", "-x", str(deb), str(target)], check=True, timeout=300)
+    admin = target / "var" / "lib" / "dpkg"
+    for sub in ("info", "updates"):
+        (admin / sub).mkdir(parents=True)
+    for name in ("status", "available"):
+        (admin / name).touch()
+    done = _dpkg(target, "-i", str(deb))
+    assert done.returncode == 0, done.stdout + done.stderr
     return target
 
 
@@ -115,3 +132,14 @@ def test_commands_run_from_the_unpacked_tree(root: Path, tmp_path: Path) -> None
     done = run("amcastd", "--config", str(config), "--check")
     assert done.returncode == 0, done.stdout + done.stderr
     assert '"socket_mode": "0o660"' in done.stdout
+
+
+def test_purge_leaves_nothing(root: Path, deb: Path, tmp_path: Path) -> None:
+    """Last in the module: it removes what the other tests read."""
+    listed = _dpkg(root, "-L", "amcast")
+    assert "/usr/bin/amcastd" in listed.stdout.split(), listed.stderr
+    done = _dpkg(root, "--purge", "amcast")
+    assert done.returncode == 0, done.stdout + done.stderr
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if not str(p.relative_to(root)).startswith("var"))
+    assert left == [], left
