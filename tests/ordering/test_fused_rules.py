@@ -103,6 +103,7 @@ def _state(e: TotalOrderEngine) -> tuple[int, ...]:
 COMPILED = not isinstance(TotalOrderEngine.__dict__["insert"], types.FunctionType)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(COMPILED, reason="the reference engine subclasses the engine, and "
                     "mypyc's classes refuse interpreted subclasses: make check's interpreted "
                     "run covers it")
