@@ -114,7 +114,7 @@ def options_section(parser: argparse.ArgumentParser) -> str:
 
 def synopsis(parser: argparse.ArgumentParser) -> str:
     usage = parser.format_usage().removeprefix("usage: ").strip()
-    return roff(" ".join(usage.split()))
+    return ".PP\n" + roff(" ".join(usage.split()))
 
 
 def manpage(root: Command, section: int, version: str, summary: str,
