@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -154,6 +155,16 @@ def build(out: Path, python: str, fast: bool = False) -> Path:
     arch = subprocess.run(["dpkg", "--print-architecture"], check=True, capture_output=True,
                           text=True).stdout.strip()
     out.mkdir(parents=True, exist_ok=True)
+    # the packed modes come from the staged tree: world-readable whatever the caller's
+    # umask (a 077 would ship files only root can read, and dpkg-deb refuses DEBIAN/)
+    umask = os.umask(0o022)
+    try:
+        return _build(out, python, arch, fast)
+    finally:
+        os.umask(umask)
+
+
+def _build(out: Path, python: str, arch: str, fast: bool) -> Path:
     with tempfile.TemporaryDirectory(prefix="amcast-deb-") as tmp:
         work = Path(tmp)
         stage = work / "root"
