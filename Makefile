@@ -1,10 +1,11 @@
-# amcast: `make demo` and `make test` are all a fresh machine needs.
+# amcast: `make demo` and `make test` are all a fresh machine needs; `make check` is CI's.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo docs bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native
+.PHONY: install test check lint demo docs bench clean deploy-tools lock fuzz container-test \
+	native pure test-native wheel-native man deb
 
 install: $(STAMP)
 
@@ -20,6 +21,14 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 lint: install
 	$(VENV)/bin/ruff check .
 
+# Two tiers. `make test` is the fast one (a few minutes on two cores): every package's own
+# tests, the engines' and the simulator's without the longer sweeps (marked `slow`), the
+# daemon, the client and the CLI in-process and against real daemons, the deployment
+# files' static checks, the man pages and a real cluster end to end (FAST_PROCESS_TESTS;
+# Spark and the `slow` real-process tests are left to `make check`). `make check` is
+# everything, as CI runs it (.ci/run): the whole suite, the Debian package built and
+# unpacked, then the compiled core (test-native).
+#
 # The deterministic tests (the engines, the simulator and its sweeps: virtual time, no
 # sockets, no processes) run on every core with pytest-xdist; the rest (real daemons,
 # sockets, timeouts, Spark) runs after them on PROCESS_WORKERS workers, a test module at a
@@ -31,12 +40,37 @@ PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/no
 	tests/test_sans_io.py
 TEST_WORKERS ?= auto
 PROCESS_WORKERS ?= 2
+# -m replaces pyproject's addopts marker expression: `container` stays out here too
+FAST_MARKS := not slow and not spark and not container
+FAST_PROCESS_TESTS := tests/cli tests/client tests/daemon tests/analytics \
+	tests/packaging/test_manpages.py tests/deploy/test_config_reference.py \
+	tests/deploy/test_systemd.py tests/deploy/test_kubernetes.py tests/deploy/test_prometheus.py \
+	tests/e2e/test_cluster_e2e.py
 
 test: install lint
+	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_MARKS)" $(PURE_TESTS)
+	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile -m "$(FAST_MARKS)" \
+	  $(FAST_PROCESS_TESTS)
+
+check: install lint
 	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	$(MAKE) --no-print-directory test-native
+
+# Man pages (amcast(1), amcastd(8)) and bash/zsh completion generated from the parsers
+# (deploy/manpages.py) into MAN_DIR; `man -l build/man/man8/amcastd.8` reads one.
+MAN_DIR ?= build/man
+
+man: install
+	$(PY) deploy/manpages.py $(MAN_DIR)
+
+# The Debian package (docs/install.md): dist/amcast_<version>_<arch>.deb, a virtualenv
+# in /opt/amcast made with /usr/bin/python3 plus /usr/bin links, the systemd units, man
+# pages, completion and /etc/amcast/amcastd.toml. Needs dpkg-deb.
+deb: install
+	$(PY) deploy/build_deb.py --out dist
 
 # The protocol core compiled with mypyc (opt-in; docs/performance.md, "A compiled protocol core"):
 # `make native` builds it beside the sources, `make pure` removes it. amcastd and the
@@ -53,7 +87,7 @@ pure: install
 wheel-native: native
 	$(PY) deploy/build_native.py --wheel dist
 
-# What `make test` runs against the compiled build after the whole suite interpreted
+# What `make check` runs against the compiled build after the whole suite interpreted
 # (a build present before is removed first): the engines' own tests and sweeps, and
 # daemons end to end; the tree is left interpreted.
 NATIVE_PURE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
@@ -87,7 +121,7 @@ demo: install
 # Tools the deployment tests call (tests/deploy): docker-compose validates the compose
 # file without an engine, promtool (Debian's prometheus) checks the Prometheus files;
 # and libfaketime, the nemesis' clock steps (tests/nemesis).
-# Installed with apt-get only when missing; CI (.ci/run) runs this before `make test`.
+# Installed with apt-get only when missing; CI (.ci/run) runs this before `make check`.
 deploy-tools:
 	@missing=""; \
 	command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
@@ -103,7 +137,7 @@ deploy-tools:
 
 # The image built and the compose cluster run, over multicast and over unicast, in a
 # private Docker engine (tests/deploy/test_container_cluster.py; root; a few minutes,
-# see docs/operations.md, "Containers"). Not part of `make test`.
+# see docs/operations.md, "Containers"). Not part of `make test` or `make check`.
 CONTAINER_TOOLS := dockerd:docker.io docker-compose:docker-compose debootstrap:debootstrap \
 	prometheus:prometheus nsenter:util-linux
 

@@ -25,6 +25,10 @@ class OneLineParser(argparse.ArgumentParser):
     """A usage error is one line: what was wrong, and where the help is. Subcommands'
     parsers are of this class as well."""
 
+    def format_help(self) -> str:
+        """The help as plain text: the docstrings' ``double backticks`` dropped."""
+        return super().format_help().replace("``", "")
+
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 

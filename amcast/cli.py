@@ -1,4 +1,4 @@
-"""The ``amcast`` command line: one tool, one subcommand per module.
+"""The ``amcast`` command line: one tool, one subcommand per module of ``amcast.commands``.
 
 Every module in ``amcast.commands`` that defines ``register(subparsers)`` adds its
 subcommand; ``register`` sets ``func`` on its parser, called with the parsed arguments
@@ -44,14 +44,33 @@ EXIT_BROKEN_PIPE = 141
 EXIT_STATUSES = __doc__.split("never a traceback:\n\n", 1)[1].rstrip()
 
 
+DESCRIPTION = ("send and receive atomic multicast through the local amcastd, inspect it,\n"
+               "and run local clusters, the demo, benchmarks and log analyses")
+
+
+class TopParser(OneLineParser):
+    """``amcast``'s own parser: an unknown option is reported as such (``amcast
+    --bogus``), a missing command only when nothing else is wrong."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extra = super().parse_known_args(args, namespace)
+        if getattr(parsed, "command", None) is None and not extra:
+            self.error("the following arguments are required: COMMAND")
+        return parsed, extra
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="amcast", description=__doc__.splitlines()[0],
+    parser = TopParser(
+        prog="amcast", description=DESCRIPTION,
         epilog=f"exit statuses:\n{EXIT_STATUSES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"amcast {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # not `required`: argparse would report a missing command before an unknown option
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=OneLineParser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         register = getattr(module, "register", None)

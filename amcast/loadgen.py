@@ -51,6 +51,17 @@ class LoadReport:
     latencies: list[float] = field(default_factory=list)
     sequence: list[tuple[int | None, str, int, int, bytes]] = field(default_factory=list)
     by_service: dict[str, int] = field(default_factory=dict)
+    first_delivery: float | None = None  # time.monotonic() of the first and last batch
+    last_delivery: float | None = None
+
+    @property
+    def delivery_rate(self) -> float | None:
+        """Messages/s from this node's first delivery to its last (``amcast analyze``'s
+        per-node rate); None before two batches."""
+        if self.first_delivery is None or self.last_delivery is None:
+            return None
+        span = self.last_delivery - self.first_delivery
+        return self.delivered / span if span > 0 else None
 
     def summary(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,6 +99,9 @@ class Receiver:
         r.delivered += n
         r.batches += 1
         r.by_service[batch.service] = r.by_service.get(batch.service, 0) + n
+        r.last_delivery = time.monotonic()
+        if r.first_delivery is None:
+            r.first_delivery = r.last_delivery
         own = batch.sender == self.client.node
         if self.keep or (own and self.measure_latency):
             now = time.monotonic()

@@ -46,6 +46,9 @@ def logs_location(logdir: str) -> str:
     path = local_path(logdir)
     if path is None:
         return logdir
+    if path.exists() and not path.is_dir():
+        raise AnalyticsError(f"{logdir!r} is a file, not a log directory (give the "
+                             "directory holding the daemons' logs, e.g. var/demo)")
     if not path.is_dir():
         raise AnalyticsError(f"log directory {logdir!r} does not exist")
     if not any(p.is_file() for p in path.rglob("*.jsonl*")):

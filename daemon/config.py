@@ -575,7 +575,8 @@ def load_config(
             raise ConfigurationError(
                 f"config file {path} is not valid TOML: not UTF-8 at byte {exc.start}"
             ) from None
-    for section, keys in env_overrides(environ).items():
+    overrides = env_overrides(environ)
+    for section, keys in overrides.items():
         current = data.get(section, {})
         if not isinstance(current, dict):
             raise ConfigurationError(f"[{section}] must be a table")
@@ -583,15 +584,23 @@ def load_config(
     try:
         config = DaemonConfig.model_validate(data)
     except ValidationError as exc:
-        where = f" in {path}" if path else ""
-        raise ConfigurationError(f"invalid configuration{where}: {_describe(exc)}") from None
+        # a key set by the environment is blamed on its variable, not on the file
+        from_env = {f"{section}.{key}": f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+                    for section, keys in overrides.items() for key in keys}
+        locs = {".".join(str(p) for p in err["loc"][:2]) for err in exc.errors()}
+        where = f" in {path}" if path and not locs <= from_env.keys() else ""
+        raise ConfigurationError(
+            f"invalid configuration{where}: {_describe(exc, from_env)}") from None
     return config
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, from_env: Mapping[str, str] | None = None) -> str:
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
+        variable = (from_env or {}).get(".".join(str(p) for p in err["loc"][:2]))
+        if variable is not None:
+            loc = f"{loc} (environment variable {variable})"
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             parts.append(f"unknown key {loc}")

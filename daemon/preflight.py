@@ -91,6 +91,7 @@ def check_tcp_bind(address: str, port: int) -> None:
 def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, Any]:
     """The configuration the daemon runs with, defaults and derived values included."""
     shown = config.model_dump(mode="json")
+    shown["api"]["socket_mode"] = f"0o{config.api.socket_mode:03o}"  # as written in the file
     protocol = dataclasses.asdict(node_config)
     keys = node_config.keys()
     del protocol["group_key"]

@@ -18,11 +18,11 @@ from amcast.daemon import native
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadfile`` (make test's process tests on two workers) with the analytics
-    tests as one unit: they share one Spark session and their log sets, which are made
-    once where they all run. Any other ``--dist`` is xdist's own. (xdist's ``loadgroup``
-    marks do nothing under pytest 9.2: it renames items through an attribute pytest no
-    longer reads.)"""
+    """``--dist loadfile`` (make test's and make check's process tests on two workers)
+    with the analytics tests as one unit: they share one Spark session and their log
+    sets, which are made once where they all run. Any other ``--dist`` is xdist's own.
+    (xdist's ``loadgroup`` marks do nothing under pytest 9.2: it renames items through an
+    attribute pytest no longer reads.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadScopeScheduling

@@ -49,6 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _start(args: argparse.Namespace, detach: bool) -> LocalCluster:
     cluster = LocalCluster(args.nodes, args.dir, protocol=parse_protocol(args.protocol),
                            log_level="info")
+    cluster.refuse_if_running()  # before saying it starts anything
     print(f"starting {args.nodes} daemons on {cluster.group}:{cluster.port} (loopback) ...",
           flush=True)
     cluster.start(detach=detach)

@@ -1,5 +1,16 @@
 """``amcast listen``: join groups and print every delivered message, in delivery order.
 
+Each delivery is one line of tab-separated columns:
+
+  POSITION  SENDER/CLIENT  SERVICE  GROUPS  PAYLOAD
+  17        2/5            agreed   orders  hello
+
+POSITION is the message's place in the total order (``-`` for a message of the causal
+service, which is not totally ordered), SENDER/CLIENT the node id of the sending daemon
+and the number of its client there, SERVICE the delivery service it was sent with
+(``amcast send --service``), GROUPS the groups it was addressed to (comma-separated) and
+PAYLOAD its bytes as text.
+
 Between deliveries it prints one ``#`` line per view change (id, primary or not, members,
 who joined/left/was excluded, or why the primary view was lost), per order gap (the
 daemon rejoined and missed part of the total order), per undelivered report and, with

@@ -131,7 +131,7 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     if logs.get("errors"):
         lines.append(f"logs: CANNOT WRITE ({logs.get('write_failures')} refused writes; records "
                      f"are lost, deliveries go on): {'; '.join(logs['errors'])}")
-    rows = [[p["node"], p.get("incarnation"), _in_view(p),
+    rows = [[p["node"], identifier(p.get("incarnation")), _in_view(p),
              "yes" if p.get("alive") else "SUSPECTED",
              "never" if p.get("last_heard_s") is None else round(p["last_heard_s"], 2),
              _clock(p)]
@@ -198,6 +198,17 @@ def identity(client: dict[str, Any], name: str, number: str) -> str:
     return f"{client[name]} ({num})" if client.get(name) else str(num)
 
 
+def is_identifier(key: str) -> bool:
+    """A figure that names something (an incarnation, a view id), not a quantity."""
+    return key.endswith(("incarnation", "_id", "pid"))
+
+
+def identifier(value: Any) -> Any:
+    """An id as plain digits (``1795786823953``): the report groups the digits of
+    quantities only."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 def rates(a: dict, b: dict) -> dict[str, float]:
     dt = max(1e-9, b["now"] - a["now"])
     keys = ("messages_sent", "messages_delivered", "datagrams_sent", "datagrams_received",
@@ -229,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
             "columns": ["client", "name", "user (uid)", "group (gid)", "pid", "groups",
                         "queued bytes", "paused"],
             "rows": [[x["client"], x["name"], identity(x, "user", "uid"),
-                      identity(x, "group", "gid"), x.get("pid", "-"), ",".join(x["groups"]),
+                      identity(x, "group", "gid"), identifier(x.get("pid", "-")),
+                      ",".join(x["groups"]),
                       x["queued_bytes"], ",".join(x["paused"]) or "-"]
                      for x in last["clients"]],
         }],
@@ -239,7 +251,8 @@ def run(args: argparse.Namespace) -> int:
             "next position": last["position"], "submit queue (frames)": last["submit_queue"],
             **{k: v for k, v in c.items() if not isinstance(v, dict)},
             **{f"drops {k}": v for k, v in c["drops"].items()},
-            **{f"engine {k}": v for k, v in last["engine"].items()},
+            **{f"engine {k}": identifier(v) if is_identifier(k) else v
+               for k, v in last["engine"].items()},
             **figures,
         },
     })

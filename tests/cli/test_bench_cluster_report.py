@@ -215,6 +215,7 @@ def test_stage_latencies_split_own_and_others_and_skip_the_warm_up(tmp_path: Pat
     assert percentile(list(range(1, 101)), 0.99) == 99
 
 
+@pytest.mark.slow
 @pytest.mark.processes
 def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
     """Three daemons, half-second windows (about 10 s in all), the latency run traced:

@@ -252,6 +252,7 @@ async def test_socket_permissions_metrics_logs_and_clean_stop(make_cluster: Any)
     assert metrics[-1]["messages_delivered"] == 3 and metrics[-1]["type"] == "metrics"
 
 
+@pytest.mark.slow
 async def test_a_slow_client_that_keeps_reading_slows_the_group_and_is_never_cut_off(
     make_cluster: Any,
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,7 @@ def test_fuzz_never_raises_and_stays_bounded(chunks: list[bytes], step: int) -> 
         assert dec.buffered <= 256 + 4 + step
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(
     st.lists(

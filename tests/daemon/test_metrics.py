@@ -80,7 +80,7 @@ def http_get(port: int) -> str:
 
 @pytest.mark.skipif(not isinstance(Node.__dict__["submit"], types.FunctionType),
                     reason="watches the Node by swapping its class, which mypyc's compiled "
-                    "classes refuse: make test's interpreted run covers it")
+                    "classes refuse: make check's interpreted run covers it")
 async def test_scrapes_never_read_live_daemon_state_on_their_thread(make_cluster: Any) -> None:
     # every scrape renders (no render cache): each must show the delivery just made
     c = await make_cluster(2, metrics={"port": 0, "render_interval_s": 0})

@@ -1,5 +1,5 @@
 """The compiled protocol core's guard (``amcast.daemon.native``): a build older than its
-sources, partial, or damaged is refused with one line, and ``make test``'s compiled run
+sources, partial, or damaged is refused with one line, and ``make check``'s compiled run
 really runs compiled; ``make wheel-native`` packs that build into a wheel that installs
 and runs compiled."""
 
@@ -77,7 +77,7 @@ def test_amcastd_refuses_to_start_on_a_stale_build(
 
 
 def test_the_real_tree_runs_what_its_manifest_says() -> None:
-    """In make test's compiled run every module of the build loads compiled; in the
+    """In make check's compiled run every module of the build loads compiled; in the
     interpreted run none is present."""
     assert native.problem() is None
     state = native.state()
@@ -147,7 +147,7 @@ def test_the_compiled_wheel_installs_and_orders_compiled(
     compiled engine. Packed from an ordinary wheel instead of the tracked files (the
     container image's ``build-native`` stage, ``--from-wheel``), it is the same wheel."""
     if not native.MANIFEST.exists():
-        pytest.skip("needs the build of `make native`: make test's compiled run has it")
+        pytest.skip("needs the build of `make native`: make check's compiled run has it")
     dist = tmp_path / "dist"
     made = subprocess.run([sys.executable, str(REPO / "deploy" / "build_native.py"),
                            "--wheel", str(dist)], capture_output=True, text=True, timeout=300)

@@ -1,6 +1,6 @@
 """Dockerfile, lock files and docker-compose.yml.
 
-These run in ``make test`` without a Docker engine: ``docker-compose config`` (Debian's
+These run in ``make check`` without a Docker engine: ``docker-compose config`` (Debian's
 docker-compose parses and validates without an engine) checks the compose file, and the
 structure of both files is checked below. Building the image and running the cluster is
 ``test_container_cluster.py`` (``make container-test``).

@@ -1,9 +1,9 @@
 """The container image built and the compose cluster run (``make container-test``).
 
-Not part of ``make test``: it needs root, a Docker engine (Debian's docker.io, run in a
-namespace of its own by ``docker_engine.DockerEngine``) and debootstrap, and takes
-minutes (see docs/operations.md, "Containers" for the time it takes). For each
-transport (the compose file as it is, multicast on the bridge; and with
+Not part of ``make test`` or ``make check``: it needs root, a Docker engine (Debian's
+docker.io, run in a namespace of its own by ``docker_engine.DockerEngine``) and
+debootstrap, and takes minutes (see docs/operations.md, "Containers" for the time it
+takes). For each transport (the compose file as it is, multicast on the bridge; and with
 ``docker-compose.unicast.yml``) it checks, against the real image:
 
 - every daemon becomes ``healthy`` by the image's HEALTHCHECK (``amcast status

@@ -4,6 +4,7 @@ able to fail."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -18,11 +19,16 @@ AMCASTD = Path(sys.executable).with_name("amcastd")
 
 
 def _verify(tmp_path: Path, name: str, text: str) -> subprocess.CompletedProcess[str]:
+    """verify also runs man(1) on Documentation='s pages: the generated ones are found
+    through MANPATH (deploy/manpages.py, as the Debian package installs them)."""
     tool = require_tool("systemd-analyze", "part of systemd")
     unit = tmp_path / name
     unit.write_text(text.replace("/usr/local/bin/amcastd", str(AMCASTD)))
+    man = tmp_path / "man"
+    subprocess.run([sys.executable, str(REPO / "deploy" / "manpages.py"), str(man)],
+                   check=True, capture_output=True, timeout=120)
     return subprocess.run([tool, "verify", str(unit)], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+                          timeout=60, cwd=tmp_path, env={**os.environ, "MANPATH": str(man)})
 
 
 @pytest.mark.parametrize(("source", "name"), [("amcastd.service", "amcastd.service"),

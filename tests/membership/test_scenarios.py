@@ -238,6 +238,7 @@ def test_a_node_that_is_heard_but_hears_nothing_costs_few_view_changes() -> None
     assert {installs(c, i)[-1][2] for i in range(4)} == {(0, 1, 2, 3)}
 
 
+@pytest.mark.slow
 def test_a_node_deaf_for_two_minutes_costs_two_view_changes() -> None:
     # Each round that tries to take a deaf joiner in stops ordering for flush_timeout
     # (0.25 s) and ends in a view of the same members. With holds capped at 8 suspicion
@@ -382,6 +383,7 @@ def test_expected_votes_below_the_member_list_is_refused() -> None:
     assert all(events(c, i, QuorumLost) for i in range(3))
 
 
+@pytest.mark.slow
 def test_safe_messages_of_a_crashed_sender_are_uniform() -> None:
     """A safe message delivered anywhere is delivered by every survivor at the same place."""
     for seed in range(5):

@@ -32,7 +32,7 @@ SEEDS = range(600, 616)
 COMPILED = not isinstance(ViewSession.__dict__["receive"], types.FunctionType)
 INTERPRETED_ONLY = pytest.mark.skipif(
     COMPILED, reason="patches the session's and the membership layer's methods, which "
-    "mypyc's classes refuse: make test's interpreted run covers it")
+    "mypyc's classes refuse: make check's interpreted run covers it")
 
 
 def _outcome(result: RunResult) -> tuple[object, ...]:

@@ -103,8 +103,9 @@ def _state(e: TotalOrderEngine) -> tuple[int, ...]:
 COMPILED = not isinstance(TotalOrderEngine.__dict__["insert"], types.FunctionType)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(COMPILED, reason="the reference engine subclasses the engine, and "
-                    "mypyc's classes refuse interpreted subclasses: make test's interpreted "
+                    "mypyc's classes refuse interpreted subclasses: make check's interpreted "
                     "run covers it")
 @settings(max_examples=300, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -86,6 +86,7 @@ def check_safe_rules(execution: Execution, data: st.DataObject,
         assert not found, f"{rule.value} phi={phi}: {found}"
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(execution=executions(), data=st.data())
 def test_safe_variants_stay_safe_when_ack_only_roots_leave_at_once(
@@ -96,6 +97,7 @@ def test_safe_variants_stay_safe_when_ack_only_roots_leave_at_once(
     check_safe_rules(execution, data, ack_roots_leave=True)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(execution=executions(), data=st.data())
 def test_safe_variants_keep_total_causal_order_and_agreement(
@@ -154,6 +156,7 @@ def test_complete_processors_deliver_everything_that_the_rules_can(
         assert set(delivered) == expected, (rule.value, leave)
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=300)
 @given(execution=executions(min_n=2, max_n=2), data=st.data())
 def test_safe_variants_with_two_members(execution: Execution, data: st.DataObject) -> None:

@@ -77,6 +77,7 @@ def test_a_node_sends_nothing_while_its_record_is_refused_and_rejoins_after() ->
     assert {m.node for m in final.members} == {1, 2, 3}
 
 
+@pytest.mark.slow
 def test_the_old_rule_breaks_agreement_where_the_daemons_rule_holds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -20,6 +20,7 @@ import random
 import sys
 import types
 
+import pytest
 from amcast.protocols.membership.layer import HISTORY, RETIRE_AFTER
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster, Workload
@@ -63,6 +64,7 @@ def cycle_faults(c: Cluster, k: int) -> None:
         c.schedule(Fault(at + 2.5, "start", (victim,)))
 
 
+@pytest.mark.slow
 def test_a_member_through_a_hundred_view_changes_keeps_a_bounded_state() -> None:
     c = Cluster(5, seed=36, node_config=NodeConfig(group_key=b"long-run-footprint-key"),
                 network=NetworkConfig(default=LinkFaults(loss=0.02, duplicate=0.01,

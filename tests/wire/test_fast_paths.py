@@ -123,6 +123,7 @@ def datagram_objs(draw: st.DrawFn) -> Any:
     return obj
 
 
+@pytest.mark.slow
 @FUZZ
 @given(datagram_objs(), st.sampled_from(LIMITS))
 def test_fast_decoder_agrees_with_the_reference(obj: Any, limits: WireLimits) -> None:
@@ -213,6 +214,7 @@ datagram = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(datagram)
 def test_encoding_is_byte_identical_to_the_reference(dg: Datagram) -> None:

@@ -7,6 +7,7 @@ built with the key, decode or fail cleanly) and insecure (the parser itself is e
 from __future__ import annotations
 
 import msgpack
+import pytest
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator
@@ -58,6 +59,7 @@ datagram = st.builds(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.binary(max_size=2048))
 def test_random_bytes(data: bytes) -> None:
@@ -66,6 +68,7 @@ def test_random_bytes(data: bytes) -> None:
     decodes_or_fails_cleanly(b"\x01\x00" + data, INSECURE)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(datagram, st.data())
 def test_mutated_valid_datagrams(dg: Datagram, data: st.DataObject) -> None:
@@ -93,6 +96,7 @@ def test_truncated_at_every_offset(dg: Datagram) -> None:
             raise AssertionError(f"truncation at {cut} of {len(raw)} decoded")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(),

@@ -425,6 +425,7 @@ documents = st.recursive(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.integers(0, 9), documents)
 def test_arbitrary_msgpack_documents_as_membership_body(code: int, body: object) -> None:
@@ -442,6 +443,7 @@ def mutated(draw: st.DrawFn, doc: object) -> object:
     return draw(documents)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(membership_dg, st.data())
 def test_structurally_mutated_membership_datagrams(dg: MembershipDatagram,
@@ -452,6 +454,7 @@ def test_structurally_mutated_membership_datagrams(dg: MembershipDatagram,
     decodes_or_fails_cleanly(INSECURE.seal(raw, WALL_MS), INSECURE)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(any_dg, st.data())
 def test_byte_mutated_valid_datagrams(dg: Datagram | MembershipDatagram,
