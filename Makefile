@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo docs bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native
+.PHONY: install test lint demo docs bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native rust wheel native-check native-bench
 
 install: $(STAMP)
 
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 	$(PY) -m pip install --quiet -e '.[dev,analytics]'
 	$(PY) analytics/venvspark.py $(VENV)/bin
 	@touch $(STAMP)
+	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory rust || \
+	  echo "*** the native data path (native/) did not build: amcast runs its pure-Python core"; \
+	else echo "*** no Rust toolchain (cargo): the native data path is not built, amcast runs its pure-Python core (docs/native.md)"; fi
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -127,7 +130,7 @@ bench: install
 # time under nice; the corpus accumulates in var/fuzz, the summary goes to
 # docs/fuzz/results.md. atheris is installed here on demand, never by `make install`.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= datagram sealed frames envelope config
+FUZZ_TARGETS ?= datagram sealed native_sealed frames envelope config
 
 fuzz: install
 	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install --quiet atheris || { \
@@ -137,5 +140,29 @@ fuzz: install
 	  exit 1; }
 	$(PY) -m fuzz.campaign --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# The native data path in Rust (native/, docs/native.md): the extension module
+# amcast_native built by maturin into the virtual environment (`make install` runs this
+# when cargo is present), an abi3 wheel in dist/ for hosts without a toolchain, and the
+# crate's own checks. AMCAST_CORE=pure|native|auto picks the core at run time.
+MATURIN := $(VENV)/bin/maturin
+CARGO_NICE ?= nice
+
+$(MATURIN): $(STAMP)
+	$(PY) -m pip install --quiet 'maturin>=1.5,<2'
+
+rust: $(STAMP) $(MATURIN)
+	VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --quiet --release -m native/Cargo.toml
+
+wheel: $(STAMP) $(MATURIN)
+	$(CARGO_NICE) $(MATURIN) build --release -m native/Cargo.toml --out dist
+
+native-check:
+	cd native && $(CARGO_NICE) cargo clippy --all-targets -- -D warnings
+	cd native && $(CARGO_NICE) cargo clippy --all-targets --no-default-features -- -D warnings
+	cd native && $(CARGO_NICE) cargo test --no-default-features
+
+native-bench: rust
+	$(PY) native/bench/bench_wire.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site native/target
