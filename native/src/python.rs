@@ -180,11 +180,13 @@ impl PyReplayGuard {
             .map_err(|r| decode_error(py, r))
     }
 
-    /// Record an authentic datagram that passed `check`; its session's state tuple.
+    /// Record an authentic datagram that passed `check` (Python's `admit` returns the
+    /// session's state: read it here with `state`, which builds the tuple only when asked).
     fn admit(&mut self, session: &[u8], counter: u64, sent_ms: u64, wall_ms: i64, key_id: u16,
-             newest_key: u16) -> PyResult<StateTuple> {
+             newest_key: u16) -> PyResult<()> {
         let session = session_of(session)?;
-        Ok(state_tuple(self.inner.admit(&session, counter, sent_ms, wall_ms, key_id, newest_key)))
+        self.inner.admit(&session, counter, sent_ms, wall_ms, key_id, newest_key);
+        Ok(())
     }
 
     #[pyo3(signature = (wall_ms, force = false))]
