@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MATURIN := $(VENV)/bin/maturin
+MATURIN_REQ := 'maturin>=1.5,<2'
+CARGO_NICE ?= nice
+RUST_BUILD = VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --quiet --release \
+	-m native/Cargo.toml
 
 .PHONY: install test lint demo docs bench clean deploy-tools lock fuzz container-test native pure test-native wheel-native rust wheel native-check native-bench
 
@@ -16,7 +21,8 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 	$(PY) -m pip install --quiet -e '.[dev,analytics]'
 	$(PY) analytics/venvspark.py $(VENV)/bin
 	@touch $(STAMP)
-	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory rust || \
+	@if command -v cargo >/dev/null 2>&1; then \
+	  { $(PY) -m pip install --quiet $(MATURIN_REQ) && $(RUST_BUILD); } || \
 	  echo "*** the native data path (native/) did not build: amcast runs its pure-Python core"; \
 	else echo "*** no Rust toolchain (cargo): the native data path is not built, amcast runs its pure-Python core (docs/native.md)"; fi
 
@@ -30,7 +36,7 @@ lint: install
 # on timeouts (one worker kept a core 72% busy), so two share two cores.
 PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/node \
 	tests/multigroup tests/simulation tests/simulation_cluster tests/fuzz tests/swap \
-	tests/test_layering.py \
+	tests/native tests/test_layering.py \
 	tests/test_sans_io.py
 TEST_WORKERS ?= auto
 PROCESS_WORKERS ?= 2
@@ -144,14 +150,13 @@ fuzz: install
 # amcast_native built by maturin into the virtual environment (`make install` runs this
 # when cargo is present), an abi3 wheel in dist/ for hosts without a toolchain, and the
 # crate's own checks. AMCAST_CORE=pure|native|auto picks the core at run time.
-MATURIN := $(VENV)/bin/maturin
-CARGO_NICE ?= nice
+# (The install step builds it with the same command, not through `make rust`, which
+# depends on the install stamp.)
+rust: $(STAMP) $(MATURIN)
+	$(RUST_BUILD)
 
 $(MATURIN): $(STAMP)
-	$(PY) -m pip install --quiet 'maturin>=1.5,<2'
-
-rust: $(STAMP) $(MATURIN)
-	VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --quiet --release -m native/Cargo.toml
+	$(PY) -m pip install --quiet $(MATURIN_REQ)
 
 wheel: $(STAMP) $(MATURIN)
 	$(CARGO_NICE) $(MATURIN) build --release -m native/Cargo.toml --out dist
