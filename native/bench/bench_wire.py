@@ -2,7 +2,7 @@
 
 Usage: ``python native/bench/bench_wire.py [--count N] [--repeat R]`` (``make
 native-bench``). For each body size it times, per datagram, in microseconds (the best of
-``repeat`` runs of ``count`` datagrams, on this machine, nothing else subtracted):
+``repeat`` runs of ``count`` datagrams, on the host it runs on, nothing else subtracted):
 
 - ``seal``: ``Authenticator.seal`` of a body (header, AES-256-GCM, tag);
 - ``open``: ``Authenticator.open`` of a distinct genuine datagram of one peer session
