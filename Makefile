@@ -3,9 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MATURIN := $(VENV)/bin/maturin
+MATURIN_REQ := 'maturin>=1.5,<2'
+CARGO_NICE ?= nice
+RUST_BUILD = VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --quiet --release \
+	-m native/Cargo.toml
 
 .PHONY: install test check lint demo docs bench clean deploy-tools lock fuzz container-test \
-	native pure test-native wheel-native man deb
+	native pure test-native wheel-native man deb rust wheel native-check native-bench
 
 install: $(STAMP)
 
@@ -17,6 +22,10 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 	$(PY) -m pip install --quiet -e '.[dev,analytics]'
 	$(PY) analytics/venvspark.py $(VENV)/bin
 	@touch $(STAMP)
+	@if command -v cargo >/dev/null 2>&1; then \
+	  { $(PY) -m pip install --quiet $(MATURIN_REQ) && $(RUST_BUILD); } || \
+	  echo "*** the native data path (native/) did not build: amcast runs its pure-Python core"; \
+	else echo "*** no Rust toolchain (cargo): the native data path is not built, amcast runs its pure-Python core (docs/native.md)"; fi
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -36,7 +45,7 @@ lint: install
 # on timeouts (one worker kept a core 72% busy), so two share two cores.
 PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/node \
 	tests/multigroup tests/simulation tests/simulation_cluster tests/fuzz tests/swap \
-	tests/test_layering.py \
+	tests/native tests/test_layering.py \
 	tests/test_sans_io.py
 TEST_WORKERS ?= auto
 PROCESS_WORKERS ?= 2
@@ -58,6 +67,8 @@ check: install lint
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	$(MAKE) --no-print-directory test-native
+	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory native-check; \
+	else echo "*** no Rust toolchain (cargo): the native crate's clippy and cargo test skipped"; fi
 
 # Man pages (amcast(1), amcastd(8)) and bash/zsh completion generated from the parsers
 # (deploy/manpages.py) into MAN_DIR; `man -l build/man/man8/amcastd.8` reads one.
@@ -161,7 +172,7 @@ bench: install
 # time under nice; the corpus accumulates in var/fuzz, the summary goes to
 # docs/fuzz/results.md. atheris is installed here on demand, never by `make install`.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= datagram sealed frames envelope config
+FUZZ_TARGETS ?= datagram sealed native_sealed frames envelope config
 
 fuzz: install
 	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install --quiet atheris || { \
@@ -171,5 +182,28 @@ fuzz: install
 	  exit 1; }
 	$(PY) -m fuzz.campaign --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
+# The native data path in Rust (native/, docs/native.md): the extension module
+# amcast_native built by maturin into the virtual environment (`make install` runs this
+# when cargo is present), an abi3 wheel in dist/ for hosts without a toolchain, and the
+# crate's own checks. AMCAST_CORE=pure|native|auto picks the core at run time.
+# (The install step builds it with the same command, not through `make rust`, which
+# depends on the install stamp.)
+rust: $(STAMP) $(MATURIN)
+	$(RUST_BUILD)
+
+$(MATURIN): $(STAMP)
+	$(PY) -m pip install --quiet $(MATURIN_REQ)
+
+wheel: $(STAMP) $(MATURIN)
+	$(CARGO_NICE) $(MATURIN) build --release -m native/Cargo.toml --out dist
+
+native-check:
+	cd native && $(CARGO_NICE) cargo clippy --all-targets -- -D warnings
+	cd native && $(CARGO_NICE) cargo clippy --all-targets --no-default-features -- -D warnings
+	cd native && $(CARGO_NICE) cargo test --no-default-features
+
+native-bench: rust
+	$(PY) native/bench/bench_wire.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis site native/target
