@@ -256,7 +256,7 @@ class Node:
         self.membership.make_session = self._make_session
         self.membership.view_closed = self._view_closed
         if initial_view is not None:
-            self.membership._install_session(initial_view, now)
+            self.membership.install_initial(initial_view, now)
 
     # ------------------------------------------------------------------ public API
 

@@ -15,5 +15,9 @@ deliver m before the configuration change". This package provides it, sans-IO:
 - ``agreement``: the view agreement (a Paxos-style ballot: prepare/promise,
   accept/accepted, install), whose decided value is the next view *and* the cut that
   closes the previous one;
+- ``phase``: the phases of a member (no view, steady, frozen, closing its view at a
+  decided cut, abandoned, left) and the moves between them;
+- ``handlers``: the agreement's messages as a member handles them (acceptor,
+  coordinator, learner);
 - ``layer``: the state machine that runs all of it over the per-view sessions.
 """

@@ -30,6 +30,34 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
   (``JoinerHeldBack``) until it names a view it learned from us; a hold is renewed
   without a round while its JOINs show it did not hear the history we sent it.
 
+Phases (``phase``; ``TRANSITIONS`` there lists every move, ``_become`` makes them):
+
+- ``JOINING``: no view yet; it announces itself (``JOIN``) every heartbeat interval.
+- ``STEADY``: in a primary view, ordering (the only phase with own new vertices).
+- ``FROZEN``: it promised a ballot (``handlers.promise``): the view is frozen until the
+  next one is installed (a ``PREPARE`` of a later ballot keeps it frozen).
+- ``INSTALLING``: the successor with us is decided (``_decided``): the view is closed at
+  the decided cut, repaired up to it (``_check_waits``), flushed and the successor
+  installed (``_install``: ``STEADY``, or ``FROZEN`` when a later ballot was promised
+  meanwhile). A view decided that does not succeed ours (we missed a decision) is
+  installed at once, from any phase, with a gap (``OrderGap``) where something may have
+  been missed.
+- ``LEAVING``: a graceful leaver for whom the view without it is decided closes its
+  last view at the same cut (``_excluded_by``), then goes: ``LEFT``, the end.
+- ``ABANDONED``: no lease (``no_quorum``), excluded (a later view heard of and not
+  installed here, or a decided one without us), paused, or a flush stuck for long
+  (``_lose_view``): it delivers nothing more of the view and announces itself. Its
+  session still repairs: if the successor decided with us closes that view,
+  ``REJOINING`` completes the cut as ``INSTALLING`` does, still outside a primary view.
+- A closing phase that cannot complete its cut within ``4 * flush_timeout`` gives the
+  view up (``ABANDONED``), or, leaving, just goes (``LEFT``).
+
+The votes (``accept_wait``: a member's vote once it holds the cut; ``history_wait``: its
+vote once it knows how its view ended) belong to a ballot, not to the member's phase:
+they may be pending in ``FROZEN``, a closing phase or outside a primary view. The
+agreement's messages are handled in ``handlers``; the coordinator's ``Round`` has its
+own phases (``agreement``).
+
 Coordination: every node tracks who is alive; the lowest live compatible node is the
 coordinator and runs a ``Round`` whenever the view it sees differs from the live set
 (a crash, a pause, a join, a restart, a leave, a partition that healed, a member that
@@ -81,6 +109,7 @@ from ..wire.membership import (
     Settings,
     ViewRecord,
 )
+from . import handlers
 from .agreement import (
     ACCEPT,
     INSTALL,
@@ -88,19 +117,25 @@ from .agreement import (
     Round,
     choose_proposal,
     may_hold,
-    needs_holder,
     reported_holders,
     unheard_holders,
 )
 from .detector import FailureDetector
 from .durable import DurableState
+from .handlers import ACCEPT_VOTE_AFTER
+from .phase import (
+    ANNOUNCING,
+    CLOSING,
+    INSTALL_PENDING,
+    PRIMARY,
+    TRANSITIONS,
+    Closing,
+    Phase,
+    TransitionError,
+)
 from .quorum import has_quorum
 
 MAX_FUTURE_DATAGRAMS = 2048
-ACCEPT_VOTE_AFTER = 0.75
-"""A member that cannot complete the cut of a proposal a holder voted for votes all the
-same after this share of ``flush_timeout``, the coordinator's deadline for votes
-(``_vote_unheld``)."""
 HISTORY = 64
 RETIRE_AFTER = 10.0
 DEAF_JOINER_MAX_HOLD = 64
@@ -206,19 +241,20 @@ class MembershipLayer:
         self.durable_dirty = True
         self.view: ViewRecord | None = None
         self.session: ViewSession | None = None
-        self.abandoned = False
+        self.phase = Phase.JOINING
+        """Where this member stands with its view (``phase``); only ``_become`` sets it."""
+        self.closing: Closing | None = None
+        """The decision a ``CLOSING`` phase completes the view at (else ``None``)."""
         self.installed_at = -math.inf
         """When the current view was installed here (stale JOINs are judged by it)."""
         self.promised_at: float | None = None
-        """When this member froze its view for a ballot (``None``: not frozen)."""
+        """When this member froze its view for a ballot (``None``: not frozen): ``FROZEN``
+        in a view it orders in; it outlives that phase (``phase``)."""
         self.promised_here = durable.promised.__class__(0, 0)
         """The highest ballot this incarnation promised (the durable one may be older)."""
         self.accept_wait: tuple[Ballot, Proposal, float, bool] | None = None
         """A vote waiting for the cut to be held here: ballot, proposal, since when, and
         whether a holder voted for it already (``Accept.holder_voted``)."""
-        self.install_wait: tuple[Proposal, float, Ballot] | None = None
-        self.leave_wait: tuple[Proposal, float] | None = None
-        """A graceful leaver completing its last view at the decided cut (since when)."""
         self.leave_started: float | None = None
         self.round: Round | None = None
         self.backoff_until = now
@@ -230,7 +266,7 @@ class MembershipLayer:
         self._future_count = 0
         self.history: dict[int, tuple[Ballot, Proposal]] = {}
         self.leaving = False
-        self.left = False
+        """``leave`` was called: an intent that holds across phases."""
         self._last_delivered: Position | None = None
         self.next_join = now
         self.outq: list[MembershipDatagram] = []
@@ -263,7 +299,7 @@ class MembershipLayer:
         self._reported_closed: int | None = None
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
         """A vote held back until we learn how our view (the last field) ended:
-        ``_vote_after_history``."""
+        ``handlers.vote_after_history``."""
         self.blocked: Blocked | None = None
         self._lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
         """Promisers of the latest ballot whose installed view we hold the decision of."""
@@ -272,15 +308,45 @@ class MembershipLayer:
 
     # ------------------------------------------------------------------ queries
 
+    def _become(self, phase: Phase, closing: Closing | None = None) -> None:
+        """The one place the phase changes: ``closing`` goes with a ``CLOSING`` phase
+        and with no other; a move ``phase.TRANSITIONS`` does not list is a bug."""
+        if phase not in TRANSITIONS[self.phase]:
+            raise TransitionError(f"{self.phase.name} -> {phase.name}")
+        assert (closing is not None) == (phase in CLOSING)
+        self.phase = phase
+        self.closing = closing
+
     @property
     def primary(self) -> bool:
-        return self.view is not None and not self.abandoned and not self.left
+        """In a primary view it has not given up (``phase.PRIMARY``)."""
+        return self.phase in PRIMARY
+
+    @property
+    def abandoned(self) -> bool:
+        """Gave its view up (or left it) and is outside any primary view."""
+        return self.phase in (Phase.ABANDONED, Phase.REJOINING, Phase.LEFT)
+
+    @property
+    def left(self) -> bool:
+        """Left gracefully and out of the view (the node stops)."""
+        return self.phase is Phase.LEFT
+
+    @property
+    def install_wait(self) -> Closing | None:
+        """The decision being completed to install its view (``INSTALL_PENDING``)."""
+        return self.closing if self.phase in INSTALL_PENDING else None
+
+    @property
+    def leave_wait(self) -> Closing | None:
+        """The decision a graceful leaver completes its last view at (``LEAVING``)."""
+        return self.closing if self.phase is Phase.LEAVING else None
 
     def sending_session(self) -> ViewSession | None:
-        """The session that may carry new own vertices now, if any."""
+        """The session that may carry new own vertices now, if any: only ``STEADY``
+        makes them (a closing session is frozen too, ``close_at``)."""
         s = self.session
-        if (s is None or self.view is None or self.abandoned or self.left  # not primary
-                or self.promised_at is not None or s.reliable.frozen):
+        if s is None or self.phase is not Phase.STEADY or s.reliable.frozen:
             return None
         return s
 
@@ -385,7 +451,7 @@ class MembershipLayer:
         if (session is None or session.applied_heartbeat(dg.sender) is not dg
                 or now - self.last_activity > self.cfg.suspect_timeout
                 or self.round is not None or self.accept_wait is not None
-                or self.install_wait is not None):
+                or self.phase in INSTALL_PENDING):
             return False
         sender = dg.sender
         if not (self.detector.alive(sender, now) and self._listed(sender)):
@@ -432,7 +498,7 @@ class MembershipLayer:
             if self.round is not None and self.round.phase == INSTALL:
                 self.round.heard_in_view.add(sender)
             session.receive(dg, now)
-            if self.accept_wait is not None or self.install_wait is not None:
+            if self.accept_wait is not None or self.phase in INSTALL_PENDING:
                 self._check_waits(now)  # (``_after_session_input``)
             return False
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
@@ -689,207 +755,6 @@ class MembershipLayer:
             peer.answered_in_hold = now
         self._send(Install(entry[0], entry[1]))
 
-    def _on_prepare(self, sender: int, incarnation: int, msg: Prepare, now: float) -> None:
-        mine = next((m for m in msg.candidates if m.node == self.node_id), None)
-        if mine is None or mine.incarnation != self.me.incarnation or self.left:
-            return
-        self._learn(msg.known)
-        promise = self._promise(msg.ballot, now)
-        if isinstance(promise, Reject) or msg.ballot.node != self.node_id:
-            self._send(promise)
-
-    def _promise(self, ballot: Ballot, now: float) -> Promise | Reject:
-        d = self.durable
-        if ballot < d.promised:
-            return Reject(ballot, d.promised, "stale_ballot", "")
-        if ballot != d.promised:
-            self._update_durable(promised=ballot)
-        if ballot > self.promised_here:
-            self.promised_here = ballot
-        if self.session is not None and not self.session.finished:
-            if self.promised_at is None:
-                self.promised_at = now
-            self.session.freeze()
-        availability = None
-        if self.session is not None and self.view is not None:
-            availability = self.session.reliable.availability(self.cfg.max_held_report)
-        return Promise(ballot, d.known, self.view.view_id if self.view else 0, d.accepted,
-                       availability, self.settings, self.last_delivered, d.accepted_held)
-
-    def _on_promise(self, sender: int, incarnation: int, msg: Promise, now: float) -> None:
-        self._note_lagging(sender, msg)
-        r = self.round
-        if r is None or r.phase != PREPARE or msg.ballot != r.ballot:
-            return
-        cand = r.candidates.get(sender)
-        if cand is None or cand.incarnation != incarnation:
-            return
-        if self.settings.differences(msg.settings):
-            self._refuse(sender, incarnation, "config_mismatch",
-                         "; ".join(self.settings.differences(msg.settings)), now)
-            return
-        self._learn(msg.known)
-        r.promises[sender] = msg
-        if not r.waiting_for():
-            self._to_accept(now)
-
-    def _on_reject(self, sender: int, incarnation: int, msg: Reject, now: float) -> None:
-        r = self.round
-        if r is None or msg.ballot != r.ballot:
-            return
-        self._update_durable(max_view_id=max(self.durable.max_view_id, msg.promised.number))
-        self._abort_round(now, f"rejected by {sender}: {msg.reason}")
-
-    def _on_accept(self, sender: int, incarnation: int, msg: Accept, now: float) -> None:
-        self._resend_history(msg.ballot)
-        self._accept(msg.ballot, msg.proposal, now, msg.holder_voted)
-
-    def _resend_history(self, ballot: Ballot) -> None:
-        """With each ``ACCEPT`` of ``ballot`` (the coordinator's, before it; a member's,
-        on receipt): again the decisions its lagging promisers missed (``_note_lagging``),
-        in case a copy was lost."""
-        noted, lagging = self._lagging
-        if noted == ballot:
-            for view_id in sorted(set(lagging.values())):
-                entry = self.history.get(view_id)
-                if entry is not None:
-                    self._send(Install(*entry))
-
-    def _note_lagging(self, sender: int, msg: Promise) -> None:
-        """A promiser (the coordinator too: it sends its own promise when it lags) last
-        installed a view whose end we know and it does not: send it the decision now
-        and with every ``ACCEPT`` of the ballot (``_resend_history``), so it learns the
-        cut of its view before it installs the next one (``_vote_after_history``). With
-        it, it tells its clients exactly which of its own messages the primary component
-        delivered and which not (``Node._view_closed``); without it, all of them would
-        be of unknown outcome. Every member that knows does so: the coordinator may be
-        the one that lags."""
-        entry = self.history.get(msg.installed_id)
-        if entry is None:
-            return
-        ballot, lagging = self._lagging
-        if ballot != msg.ballot:
-            if msg.ballot < ballot:
-                return
-            lagging = {}
-            self._lagging = (msg.ballot, lagging)
-        if lagging.get(sender) != msg.installed_id:
-            lagging[sender] = msg.installed_id
-            self._send(Install(*entry))
-
-    def _accept(self, ballot: Ballot, proposal: Proposal, now: float,
-                holder_voted: bool = False) -> None:
-        d = self.durable
-        if ballot < d.promised:
-            self._send(Reject(ballot, d.promised, "stale_ballot", ""))
-            return
-        self._learn(proposal.prev)
-        self._update_durable(promised=ballot,
-                             max_view_id=max(d.max_view_id, proposal.view.view_id))
-        member = proposal.view.member(self.node_id)
-        closing = (member is not None and member.incarnation == self.me.incarnation
-                   and self.session is not None and proposal.prev is not None
-                   and self.session.view_id == proposal.prev.view_id)
-        if closing:
-            assert self.session is not None
-            if self.session.reliable.exceeds(dict(proposal.cut)):
-                # a vote, not a holder's; we will not install it (``_decided``)
-                self._accepted(ballot, proposal, held=False)
-                return
-            self.session.close_at(dict(proposal.cut), now)
-            waiting = self.accept_wait
-            if waiting is not None and waiting[:2] == (ballot, proposal):
-                # the coordinator repeats its ACCEPT, or sends its flagged copy: the wait
-                # goes on, and a holder's vote once heard of stays heard of
-                since, holder_voted = waiting[2], holder_voted or waiting[3]
-            else:
-                since = now
-            self.accept_wait = (ballot, proposal, since, holder_voted)
-            self._check_waits(now)
-        elif member is not None and member.incarnation == self.me.incarnation:
-            self._vote_after_history(ballot, proposal, now)
-        else:
-            self._accepted(ballot, proposal, held=False)
-
-    def _ending_unknown(self) -> int | None:
-        """Our view, when we have not learned how it ended (we are taken into a view
-        that does not succeed it: we missed the decision that closed it)."""
-        session = self.session
-        if session is None or session.finished:
-            return None
-        view_id = session.view_id
-        if view_id in self.history or self._reported_closed == view_id:
-            return None
-        return view_id
-
-    def _vote_after_history(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
-        """Vote for a view that does not succeed ours once we know how ours ended: those
-        who know send the decision (``_note_lagging``, ``_resend_history``). Installed
-        before that, with a gap, our view's end would stay unknown, and every own message
-        of it not delivered here would be reported in doubt, delivered by the others or
-        not. If nobody sends it within ``ACCEPT_VOTE_AFTER`` of the flush timeout (no
-        member holds it any more), we vote all the same."""
-        unknown = self._ending_unknown()
-        waiting = self.history_wait
-        if unknown is None or (proposal.prev is not None
-                               and proposal.prev.view_id == unknown):
-            self.history_wait = None
-            self._accepted(ballot, proposal, held=False)
-            return
-        since = waiting[2] if waiting is not None and waiting[:2] == (ballot, proposal) else now
-        self.history_wait = (ballot, proposal, since, unknown)
-        self._check_history_wait(now)
-
-    def _check_history_wait(self, now: float) -> None:
-        waiting = self.history_wait
-        if waiting is None:
-            return
-        ballot, proposal, since, _ = waiting
-        if (self._ending_unknown() is None
-                or now - since >= ACCEPT_VOTE_AFTER * self.cfg.flush_timeout):
-            self.history_wait = None
-            self._accepted(ballot, proposal, held=False)
-            if self.round is not None and self.round.ballot == ballot:
-                self._progress_accept(now)
-
-    def _accepted(self, ballot: Ballot, proposal: Proposal, *, held: bool) -> None:
-        """Vote for ``proposal`` (``held``: as a holder of its cut, ``needs_holder``): the
-        vote is recorded durably when it is cast, since only cast votes can make it
-        decided. Once this node held a proposal's cut, its later votes for that same
-        proposal say so too (the record is what later rounds judge it by)."""
-        d = self.durable
-        if d.promised > ballot:
-            return  # promised a later ballot meanwhile: this vote may not be cast any more
-        needed = needs_holder(proposal)  # no holder asked: every vote counts as one
-        held = held or not needed or (d.accepted is not None and d.accepted[1] == proposal
-                                      and d.accepted_held)
-        self._update_durable(accepted=(ballot, proposal), accepted_held=held)
-        if ballot.node == self.node_id:
-            r = self.round
-            if r is not None and r.ballot == ballot and r.phase == ACCEPT:
-                r.accepted.add(self.node_id)
-                if held and may_hold(proposal, self.me):
-                    r.holders.add(self.node_id)
-        else:  # said only where it matters and differs from what is presumed (older
-            # daemons drop a vote that says)
-            said = held if needed and held != may_hold(proposal, self.me) else None
-            self._send(Accepted(ballot, proposal.view.view_id, said))
-
-    def _on_accepted(self, sender: int, incarnation: int, msg: Accepted, now: float) -> None:
-        r = self.round
-        if r is None or r.phase != ACCEPT or msg.ballot != r.ballot:
-            return
-        assert r.proposal is not None
-        if sender in r.promises:
-            r.accepted.add(sender)
-            # a vote that does not say (older daemons) counts when ``may_hold`` does
-            if msg.held is not False and may_hold(r.proposal, Member(sender, incarnation)):
-                r.holders.add(sender)
-        self._progress_accept(now)
-
-    def _on_install(self, sender: int, incarnation: int, msg: Install, now: float) -> None:
-        self._decided(msg.ballot, msg.proposal, now)
-
     def _on_refuse(self, sender: int, incarnation: int, msg: Refuse, now: float) -> None:
         if msg.target != self.me:
             target = msg.target
@@ -927,14 +792,14 @@ class MembershipLayer:
         if d.accepted is not None and d.accepted[1].view.view_id <= new.view_id:
             self._update_durable(accepted=None, accepted_held=True)
         current = self.view.view_id if self.view is not None else 0
-        if (new.view_id <= current
-                or (self.install_wait and self.install_wait[0].view == new)
-                or (self.leave_wait and self.leave_wait[0].view == new)):
+        if new.view_id <= current or (self.closing and self.closing.proposal.view == new):
             return
         member = new.member(self.node_id)
         if member is None or member.incarnation != self.me.incarnation:
             self._excluded_by(proposal, now)
             return
+        if self.phase is Phase.LEFT:
+            return  # gone: a view that lists it anyway is not installed (the node stopped)
         if (self.session is not None and proposal.prev is not None
                 and self.session.view_id == proposal.prev.view_id):
             if self.session.reliable.exceeds(dict(proposal.cut)):
@@ -946,7 +811,9 @@ class MembershipLayer:
                 self._lose_view(now, "excluded")
                 return
             self.session.close_at(dict(proposal.cut), now)
-            self.install_wait = (proposal, now, ballot)
+            # flushed into the successor: from a view it gave up too (it still repairs)
+            self._become(Phase.INSTALLING if self.primary else Phase.REJOINING,
+                         Closing(proposal, now, ballot))
             self._check_waits(now)
         else:
             self._install(proposal, ballot, now, closed=None)
@@ -954,17 +821,17 @@ class MembershipLayer:
     def _excluded_by(self, proposal: Proposal, now: float) -> None:
         """A view we are not in was decided."""
         session = self.session
-        if session is None or self.left:
+        if session is None or self.phase is Phase.LEFT:
             return
         if proposal.prev is not None and session.view_id == proposal.prev.view_id:
             cut = dict(proposal.cut)
-            if (self.leaving and not self.abandoned and self.leave_wait is None
+            if (self.leaving and self.primary and self.phase is not Phase.LEAVING
                     and not session.reliable.exceeds(cut)):
                 # A graceful leaver closes its last view where its members do (virtual
                 # synchrony: it delivers the same set in it, its own last messages
                 # included), then goes; ``_check_waits`` finishes it once the cut is held.
                 session.close_at(cut, now)
-                self.leave_wait = (proposal, now)
+                self._become(Phase.LEAVING, Closing(proposal, now))
                 self._check_waits(now)
                 return
             self._closed_elsewhere(session.view_id, cut)
@@ -980,23 +847,21 @@ class MembershipLayer:
         self.view_closed(view_id, cut)
 
     def _lose_view(self, now: float, reason: str) -> None:
-        if self.abandoned or self.view is None:
+        """Give the primary view up (``ABANDONED``; ``LEFT`` for a leaver that goes):
+        a no-op outside one."""
+        if not self.primary:
             return
-        self.abandoned = True
+        self._become(Phase.LEFT if reason == "left" else Phase.ABANDONED)
         if self.session is not None:
             self.session.abandon()
         self.promised_at = None
         self.accept_wait = None
         self.history_wait = None
-        self.install_wait = None
-        self.leave_wait = None
         for view_id in [v for v in self.future if v <= self.durable.max_view_id]:
             self._future_count -= len(self.future.pop(view_id))
         self.future_since.clear()
         reachable = tuple(sorted(self.alive_members(now)))
         self.events.append(QuorumLost(self.view.view_id, reason, reachable))
-        if reason == "left":
-            self.left = True
         self.next_join = now
 
     def _check_waits(self, now: float) -> None:
@@ -1007,19 +872,17 @@ class MembershipLayer:
             ballot, proposal, _, _ = self.accept_wait
             if session.reliable.holds(dict(proposal.cut)):
                 self.accept_wait = None
-                self._accepted(ballot, proposal, held=True)
+                handlers.vote(self, ballot, proposal, held=True)
                 if self.round is not None and self.round.ballot == ballot:
                     self._progress_accept(now)
-        if self.install_wait is not None:
-            proposal, _, ballot = self.install_wait
-            if session.reliable.holds(dict(proposal.cut)):
-                self.install_wait = None
-                self._install(proposal, ballot, now, closed=session)
-        if self.leave_wait is not None:
-            proposal, _ = self.leave_wait
-            if session.reliable.holds(dict(proposal.cut)):
-                self.leave_wait = None
-                self._finish_leaving(session, proposal, now)
+        closing = self.closing  # (the vote above may have moved the phase on)
+        if closing is None or not session.reliable.holds(dict(closing.proposal.cut)):
+            return
+        if self.phase in INSTALL_PENDING:
+            assert closing.ballot is not None
+            self._install(closing.proposal, closing.ballot, now, closed=session)
+        elif self.phase is Phase.LEAVING:
+            self._finish_leaving(session, closing.proposal, now)
 
     def _vote_unheld(self, now: float) -> None:
         """A member that could not complete the cut in ``ACCEPT_VOTE_AFTER`` of the flush
@@ -1037,7 +900,7 @@ class MembershipLayer:
             return
         ballot, proposal, _, _ = waiting
         self.accept_wait = None
-        self._accepted(ballot, proposal, held=False)
+        handlers.vote(self, ballot, proposal, held=False)
         if self.round is not None and self.round.ballot == ballot:
             self._progress_accept(now)
 
@@ -1080,8 +943,7 @@ class MembershipLayer:
         self.promised_at = None
         self.accept_wait = None
         self.history_wait = None
-        self.install_wait = None
-        self.abandoned = False
+        self._become(Phase.STEADY)
         self._install_session(new, now)
         assert self.session is not None
         if self.leaving:
@@ -1092,6 +954,7 @@ class MembershipLayer:
             # frozen (no own vertices, nothing released but what the cut will bring).
             self.session.freeze()
             self.promised_at = now
+            self._become(Phase.FROZEN)
         base = previous if previous is not None else old_view
         base_members = set(base.members) if base is not None else set()
         leavers = self._leavers()
@@ -1121,6 +984,12 @@ class MembershipLayer:
         for view_id in [v for v in self.future if v < new.view_id]:
             self._future_count -= len(self.future.pop(view_id))
 
+    def install_initial(self, view: ViewRecord, now: float) -> None:
+        """Start in ``view`` with no agreement (a cluster bootstrapped with one agreed
+        first view): ``JOINING`` -> ``STEADY`` as if it had been decided."""
+        self._become(Phase.STEADY)
+        self._install_session(view, now)
+
     def _install_session(self, view: ViewRecord, now: float) -> None:
         self._version += 1
         self._last_delivered = self.last_delivered
@@ -1145,7 +1014,7 @@ class MembershipLayer:
         r.retry_at = now + self.cfg.membership_retry
         known = self.durable.known
         self._send(Prepare(ballot, tuple(sorted(members.values())), known))
-        own = self._promise(ballot, now)
+        own = handlers.promise(self, ballot, now)
         if isinstance(own, Reject):
             self._abort_round(now, "own stale ballot")
             return
@@ -1174,7 +1043,7 @@ class MembershipLayer:
         closes = known.view_id if known is not None else 0
         own = r.promises.get(self.node_id)
         if own is not None and own.installed_id not in (closes, 0):
-            self._send(own)  # we missed a decision: who knows it sends it (_note_lagging)
+            self._send(own)  # we missed a decision: who knows it sends it (handlers.note_lagging)
         r.acceptors = known.potential if known is not None else self.potential
         self._note_blocked(r, why, now)
         r.deadline = now + self.cfg.flush_timeout
@@ -1182,7 +1051,7 @@ class MembershipLayer:
         self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
                                         (r.ballot.number, r.ballot.node), r.reason))
         self._send_accept(r)
-        self._accept(r.ballot, proposal, now, bool(r.holders))
+        handlers.accept(self, r.ballot, proposal, now, bool(r.holders))
         self._progress_accept(now)
 
     def _note_blocked(self, r: Round, why: str, now: float) -> None:
@@ -1225,7 +1094,7 @@ class MembershipLayer:
         each miss (``DEAF_JOINER_MAX_HOLD``); as soon as its JOIN names a view it learned
         from us (a ``PREPARE``, an ``ACCEPT``, the history we answer JOINs with), it
         hears us again and is taken in at once."""
-        members = set(self.view.nodes) if self.view is not None and not self.abandoned else set()
+        members = set(self.view.nodes) if self.primary and self.view is not None else set()
         for node in set(r.candidates) - set(r.promises) - members:
             peer = self.peers.get(node)
             if peer is None:
@@ -1251,7 +1120,7 @@ class MembershipLayer:
         name the same view. A round for it would stop ordering for ``flush_timeout``
         and end in a view of the same members. A joiner we could not answer (we hold no
         history for the view it names) is tried again with a round, as before."""
-        members = self.view.nodes if self.view is not None and not self.abandoned else ()
+        members = self.view.nodes if self.primary and self.view is not None else ()
         margin = 2 * self.cfg.heartbeat_interval  # a JOIN period and the way back
         for node in self._holding & alive.keys():
             peer = self.peers[node]
@@ -1265,7 +1134,7 @@ class MembershipLayer:
         peer = self.peers.get(node)
         return (peer is not None and now < peer.held_back_until
                 and peer.known_view_id <= peer.held_back_known
-                and (self.view is None or self.abandoned or node not in self.view.nodes))
+                and (not self.primary or self.view is None or node not in self.view.nodes))
 
     def held_back_for(self, node: int, now: float) -> float | None:
         """Seconds this member, as coordinator, still leaves ``node`` out of view
@@ -1283,7 +1152,7 @@ class MembershipLayer:
         (``tests/e2e/test_upgrade.py``). A member of this version takes the flag from
         whichever copy comes, in either order (``_accept``)."""
         assert r.proposal is not None
-        self._resend_history(r.ballot)
+        handlers.resend_history(self, r.ballot)
         self._send(Accept(r.ballot, r.proposal))
         if r.holders:
             self._send(Accept(r.ballot, r.proposal, True))
@@ -1312,7 +1181,7 @@ class MembershipLayer:
 
     def _coordinate(self, now: float) -> None:
         """The lowest live node proposes a view whenever the live set calls for one."""
-        if self.left:
+        if self.phase is Phase.LEFT:
             return
         r = self.round
         if r is not None:
@@ -1361,7 +1230,7 @@ class MembershipLayer:
 
     def _change_needed(self, desired: dict[int, Member], now: float) -> str | None:
         view = self.view
-        if view is None or self.abandoned:
+        if not self.primary or view is None:
             everyone = set(self.potential) <= set(desired)
             if not everyone and now - self.alive_changed < self.cfg.join_settle:
                 return None
@@ -1391,8 +1260,7 @@ class MembershipLayer:
         if now - self.last_activity > self.cfg.suspect_timeout:
             if self.round is not None:
                 self.round = None
-            if self.view is not None and not self.abandoned:
-                self._lose_view(now, "paused")
+            self._lose_view(now, "paused")  # (outside a primary view: nothing to lose)
         self.last_activity = now
 
     def evaluate(self, now: float) -> None:
@@ -1406,7 +1274,7 @@ class MembershipLayer:
             self._last_alive = alive
             self.alive_changed = now
         view = self.view
-        if view is not None and not self.abandoned:
+        if self.primary and view is not None:
             for m in view.members:
                 if (m.node != self.node_id and m.node not in self._suspected
                         and not self.detector.alive(m.node, now)):
@@ -1416,19 +1284,20 @@ class MembershipLayer:
             lease = {m.node for m in view.members} & (set(alive) | {self.node_id})
             if not has_quorum(lease, view.potential, self.cfg.expected_votes):
                 self._lose_view(now, "no_quorum")
-            elif self.leave_wait is None and self._stale(view.view_id, now):
+            elif self.phase is not Phase.LEAVING and self._stale(view.view_id, now):
                 self._lose_view(now, "excluded")
-        if self.install_wait is not None and now - self.install_wait[1] > (
-            4 * self.cfg.flush_timeout
-        ):
-            self.install_wait = None  # the cut cannot be completed here: give the view up
-            self._lose_view(now, "excluded")
-        if self.leave_wait is not None and now - self.leave_wait[1] > 4 * self.cfg.flush_timeout:
-            proposal, _ = self.leave_wait  # the cut cannot be completed here: just go
-            self.leave_wait = None
-            if self.session is not None:
-                self._closed_elsewhere(self.session.view_id, dict(proposal.cut))
-            self._lose_view(now, "left")
+        closing = self.closing
+        if closing is not None and now - closing.since > 4 * self.cfg.flush_timeout:
+            # the cut cannot be completed here: give the view up (installing), just go
+            # (leaving)
+            if self.phase is Phase.INSTALLING:
+                self._lose_view(now, "excluded")
+            elif self.phase is Phase.REJOINING:
+                self._become(Phase.ABANDONED)
+            else:
+                if self.session is not None:
+                    self._closed_elsewhere(self.session.view_id, dict(closing.proposal.cut))
+                self._lose_view(now, "left")
         stuck = 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
         if (self.promised_at is not None and now - self.promised_at > stuck
                 and self.coordinator(self.alive_members(now), now) != self.node_id):
@@ -1436,7 +1305,7 @@ class MembershipLayer:
         self._forget_contenders(now)
         self._check_waits(now)
         self._vote_unheld(now)
-        self._check_history_wait(now)
+        handlers.check_history_wait(self, now)
         self._coordinate(now)
         for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
             del self.retired[view_id]
@@ -1463,11 +1332,9 @@ class MembershipLayer:
         equal to the desired one (so the coordinator, whoever it is, starts nothing).
         Anything else takes the full path."""
         view = self.view
-        if (view is None or self.abandoned or self.left or self.leaving
-                or self.round is not None or self.promised_at is not None
-                or self.accept_wait is not None or self.install_wait is not None
-                or self.leave_wait is not None or self.future_since or self.retired
-                or view.potential != self.potential):
+        if (self.phase is not Phase.STEADY or view is None or self.leaving
+                or self.round is not None or self.accept_wait is not None
+                or self.future_since or self.retired or view.potential != self.potential):
             return False
         members = view.members
         last = self._last_alive
@@ -1506,11 +1373,11 @@ class MembershipLayer:
         if self.retired:
             for session, _ in list(self.retired.values()):
                 session.handle_timer(now)
-        if not self.primary and not self.left and now >= self.next_join:
+        if self.phase in ANNOUNCING and now >= self.next_join:
             self.next_join = now + self.cfg.heartbeat_interval
             self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
                             else 0, self.leaving, self.last_delivered))
-        elif self.leaving and not self.left and now >= self.next_join:
+        elif self.leaving and self.phase is not Phase.LEFT and now >= self.next_join:
             self.next_join = now + self.cfg.membership_retry
             self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
                             else 0, True, self.last_delivered))
@@ -1534,8 +1401,8 @@ class MembershipLayer:
             if now < until < best:
                 best = until
         # (not primary, or leaving) and not left: handle_timer sends a JOIN, moves it on
-        if (self.next_join < best and not self.left
-                and (self.view is None or self.abandoned or self.leaving)):
+        if self.next_join < best and (self.phase in ANNOUNCING or (
+                self.leaving and self.phase is not Phase.LEFT)):
             best = self.next_join
         if self.accept_wait is not None and self.accept_wait[3]:
             t = self.accept_wait[2] + ACCEPT_VOTE_AFTER * self.cfg.flush_timeout
@@ -1557,7 +1424,7 @@ class MembershipLayer:
     # ------------------------------------------------------------------ outputs
 
     def _after_session_input(self, now: float) -> None:
-        if self.accept_wait is not None or self.install_wait is not None:
+        if self.accept_wait is not None or self.phase in INSTALL_PENDING:
             self._check_waits(now)
 
     def _send(self, msg: Message) -> None:
@@ -1599,12 +1466,12 @@ class MembershipLayer:
 
 _HANDLERS: dict[type, Callable[[MembershipLayer, int, int, object, float], None]] = {
     Join: MembershipLayer._on_join,  # type: ignore[dict-item]
-    Prepare: MembershipLayer._on_prepare,  # type: ignore[dict-item]
-    Promise: MembershipLayer._on_promise,  # type: ignore[dict-item]
-    Reject: MembershipLayer._on_reject,  # type: ignore[dict-item]
-    Accept: MembershipLayer._on_accept,  # type: ignore[dict-item]
-    Accepted: MembershipLayer._on_accepted,  # type: ignore[dict-item]
-    Install: MembershipLayer._on_install,  # type: ignore[dict-item]
+    Prepare: handlers.on_prepare,  # type: ignore[dict-item]
+    Promise: handlers.on_promise,  # type: ignore[dict-item]
+    Reject: handlers.on_reject,  # type: ignore[dict-item]
+    Accept: handlers.on_accept,  # type: ignore[dict-item]
+    Accepted: handlers.on_accepted,  # type: ignore[dict-item]
+    Install: handlers.on_install,  # type: ignore[dict-item]
     Refuse: MembershipLayer._on_refuse,  # type: ignore[dict-item]
 }
 

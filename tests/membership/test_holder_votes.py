@@ -11,6 +11,7 @@ that says nothing is taken for, and whose word counts.
 
 from __future__ import annotations
 
+from amcast.protocols.membership import handlers
 from amcast.protocols.membership.agreement import ACCEPT, INSTALL, Round
 from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.node_config import NodeConfig
@@ -52,8 +53,8 @@ def vote(c: Cluster, layer: MembershipLayer, node: int, incarnation: int,
          held: bool | None) -> None:
     r = layer.round
     assert r is not None and r.proposal is not None
-    layer._on_accepted(node, incarnation, Accepted(r.ballot, r.proposal.view.view_id, held),
-                       c.now)
+    handlers.on_accepted(layer, node, incarnation,
+                         Accepted(r.ballot, r.proposal.view.view_id, held), c.now)
 
 
 def test_a_majority_of_votes_holding_nothing_decides_nothing() -> None:

@@ -14,7 +14,9 @@ from those seeds, so these tests put one node in each situation directly).
 
 from __future__ import annotations
 
-from amcast.protocols.membership.layer import ACCEPT_VOTE_AFTER, MembershipLayer
+from amcast.protocols.membership import handlers
+from amcast.protocols.membership.handlers import ACCEPT_VOTE_AFTER
+from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.cluster import Cluster
 from amcast.protocols.simulation.network import NetworkConfig
@@ -85,11 +87,11 @@ def settled_member() -> tuple[Cluster, MembershipLayer, Proposal, Ballot]:
 def test_a_member_that_cannot_complete_the_cut_votes_as_no_holder_in_time() -> None:
     c, layer, proposal, ballot = settled_member()
     start, coordinator = c.now, layer.view.members[0].incarnation  # type: ignore[union-attr]
-    layer._on_accept(0, coordinator, Accept(ballot, proposal, holder_voted=True), start)
+    handlers.on_accept(layer, 0, coordinator, Accept(ballot, proposal, holder_voted=True), start)
     assert layer.accept_wait is not None and layer.durable.accepted is None
     due = start + ACCEPT_VOTE_AFTER * CFG.flush_timeout
     assert layer.next_timer(start) <= due
-    layer._on_accept(0, coordinator, Accept(ballot, proposal, True), due - 0.01)
+    handlers.on_accept(layer, 0, coordinator, Accept(ballot, proposal, True), due - 0.01)
     layer.evaluate(due - 0.001)  # the coordinator's repeated ACCEPT did not restart it
     assert layer.accept_wait is not None and layer.durable.accepted is None
     layer.evaluate(due)
@@ -105,7 +107,7 @@ def test_without_a_holders_vote_a_member_that_cannot_complete_the_cut_waits() ->
     # round would propose it again, never to be decided.
     c, layer, proposal, ballot = settled_member()
     start, coordinator = c.now, layer.view.members[0].incarnation  # type: ignore[union-attr]
-    layer._on_accept(0, coordinator, Accept(ballot, proposal), start)
+    handlers.on_accept(layer, 0, coordinator, Accept(ballot, proposal), start)
     layer.evaluate(start + 2 * CFG.flush_timeout)  # well past ACCEPT_VOTE_AFTER
     assert layer.accept_wait is not None and layer.durable.accepted is None
     assert not any(isinstance(dg.message, Accepted) for dg in layer.take_datagrams())
@@ -116,8 +118,8 @@ def test_the_flag_of_a_holders_vote_is_kept_whichever_copy_of_accept_comes_first
     # a later plain copy (a repeat, or the two reordered) must not clear the flag.
     c, layer, proposal, ballot = settled_member()
     start, coordinator = c.now, layer.view.members[0].incarnation  # type: ignore[union-attr]
-    layer._on_accept(0, coordinator, Accept(ballot, proposal, True), start)
-    layer._on_accept(0, coordinator, Accept(ballot, proposal), start + 0.001)
+    handlers.on_accept(layer, 0, coordinator, Accept(ballot, proposal, True), start)
+    handlers.on_accept(layer, 0, coordinator, Accept(ballot, proposal), start + 0.001)
     due = start + ACCEPT_VOTE_AFTER * CFG.flush_timeout
     layer.evaluate(due)
     assert layer.accept_wait is None
