@@ -849,7 +849,7 @@ class MembershipLayer:
     def _lose_view(self, now: float, reason: str) -> None:
         """Give the primary view up (``ABANDONED``; ``LEFT`` for a leaver that goes):
         a no-op outside one."""
-        if not self.primary:
+        if not self.primary or self.view is None:
             return
         self._become(Phase.LEFT if reason == "left" else Phase.ABANDONED)
         if self.session is not None:
