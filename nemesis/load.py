@@ -77,8 +77,8 @@ class Load:
 
     def settled(self) -> bool:
         """Every connected client in one primary view, every message owed (sent by a
-        connected client, not reported back) delivered, and the clients that delivered
-        in that view at the same last position.
+        connected client, not reported back) delivered to that client, and the clients
+        that delivered in that view at the same last position.
 
         ``FaultRun.settle`` asks for the same number of deliveries in the view at every
         client; a client whose join was answered mid-view (it connected while its daemon
@@ -91,19 +91,24 @@ class Load:
         if len({v[0] for v in views if v is not None}) != 1:
             return False
         final = views[0][0] if views[0] is not None else None
-        delivered: set[tuple[int, int]] = set()
         last: set[int] = set()
         for r in live:
-            delivered |= r.delivered_keys()
             positions = [e[3] for e in r.timeline if e[0] == DELIVER and e[2] == final]
             if positions:
                 last.add(max(p for p in positions if p is not None))
         if len(last) > 1:
             return False
-        # (a message reported delivered while its sender's daemon was away is not owed
-        # to the live clients: those that delivered it may be gone since)
-        return all((r.tag, k) in delivered for r in live for k in range(r.next_number)
-                   if k not in r.reported and k not in r.delivered_away)
+        # each client's own messages reached that client (its daemon delivers them all
+        # or reports them): another client having one is not enough, the sender's may
+        # still be behind (a client that delivered nothing in the view yet passes the
+        # position check above); one reported delivered while its daemon was away is
+        # not owed to it
+        for r in live:
+            own = r.delivered_keys()
+            if any((r.tag, k) not in own for k in range(r.next_number)
+                   if k not in r.reported and k not in r.delivered_away):
+                return False
+        return True
 
     async def settle(self, timeout: float) -> None:
         """Until ``settled`` (``TimeoutError`` naming what is missing per client)."""
