@@ -18,7 +18,7 @@ of phase stays in the layer. Kept apart so that the layer reads as the member's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..wire.membership import (
     Accept,
@@ -34,8 +34,10 @@ from ..wire.membership import (
 from .agreement import ACCEPT, PREPARE, may_hold, needs_holder
 from .phase import Phase
 
-if TYPE_CHECKING:
-    from .layer import MembershipLayer
+MembershipLayer = Any
+"""The ``layer.MembershipLayer`` these handlers act on. Not imported: the layer imports
+this module, and an import back (even under ``TYPE_CHECKING``) would hide a cycle; a
+small public surface of the layer for its handlers is the way to type it."""
 
 ACCEPT_VOTE_AFTER = 0.75
 """A member that cannot complete the cut of a proposal a holder voted for votes all the
