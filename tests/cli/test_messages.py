@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from amcast.daemon import main as daemon_main
 from amcast.daemon.config import load_config
 from amcast.protocols.errors import ConfigurationError
@@ -25,6 +26,15 @@ from amcast.loadgen import LoadReport
 from amcast.report import print_report
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _structlog_as_it_was() -> Any:
+    """``amcastd --check`` run in-process configures structlog for the whole process
+    (JSON on stderr): later tests in this worker read log lines from stdout, as
+    structlog's defaults write them."""
+    yield
+    structlog.reset_defaults()
 
 
 def test_a_bad_environment_override_is_blamed_on_its_variable(tmp_path: Path) -> None:
