@@ -56,6 +56,7 @@ from .reliable.flow import SendWindow
 from .reliable.layer import ReliableCounters
 from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
+from .repeats import HeartbeatRepeats
 from .session import ViewSession
 from .vocabulary import ServiceLevel
 from .wire.auth import Authenticator, Sealed
@@ -74,8 +75,6 @@ from .wire.keys import Keyring
 from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from .wire.membership import Settings, ViewRecord
 from .wire.replay import SessionState
-
-_HEARTBEAT = Kind.HEARTBEAT
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
 _CLOCK_REFUSALS = frozenset(("stale", "future"))
@@ -218,15 +217,12 @@ class Node:
             min_bytes=2 * config.datagram_budget, increase=config.datagram_budget,
             loss_holdoff=config.nack_retry,
         )
-        self._heartbeats: dict[int, tuple[bytes | None, Datagram]] = {}
+        self._repeats = HeartbeatRepeats()
+        """Each sender's latest heartbeat by its body (``repeats``): a repeat is not
+        decoded again, and may only renew its sender's liveness."""
         self._speakers: dict[int, SessionState] = {}
         """Per node id, the sealing session whose nacks count as that node's loss
         signals (``_loss_speaker``)."""
-        """Each sender's last heartbeat without nacks, body and decoded: an idle member
-        repeats the same heartbeat every interval, and a repeat is not decoded again
-        (``receive_datagram``). At most one entry per listed member. The body is ``None``
-        when the caller decoded it (``decoded``): then no body may match it (an empty
-        one used to, and an authentic empty body passed as that heartbeat)."""
         self._holding = False
         self._seen_stable = 0
         self._batcher = Batcher()
@@ -352,47 +348,39 @@ class Node:
 
     def receive_datagram(
         self, data: bytes, now: float, *,
-        decoded: tuple[Sealed | None, Datagram | MembershipDatagram] | None = None,
+        decoded: tuple[Sealed | None, bytes, Datagram | MembershipDatagram] | None = None,
     ) -> bool:
         """One datagram from the network. ``decoded``: the simulator, which hands one
         multicast to every member, authenticates and decodes it once (``unseal``, with
         the same keys and limits); each member still runs its own replay check.
 
         Returns ``True`` when the datagram only renewed its sender's liveness (a repeat
-        of a heartbeat already applied in this view, ``MembershipLayer.on_datagram``):
-        then it changed no timer, queued nothing to send and raised no event, so the
-        caller need not look for output."""
+        of a heartbeat already applied in this view: ``repeats``,
+        ``MembershipLayer.renew``): then it changed no timer, queued nothing to send and
+        raised no event, so the caller need not look for output."""
         self._now = now
         stats = self._stats
         stats.bytes_received += len(data)
         auth = self._auth
         wall_ms = int((now + self.wall_offset) * 1000)
-        heartbeats = self._heartbeats
+        repeats = self._repeats
+        known: tuple[Datagram, bool] | None = None
         try:
             if decoded is not None:
                 state = auth.admit(decoded[0], wall_ms)
-                dg = decoded[1]
-                if isinstance(dg, Datagram):
-                    last = heartbeats.get(dg.sender)
-                    if last is not None and last[1] == dg:
-                        dg = last[1]  # the same object as a real repeat gets (below)
-                    elif dg.kind is _HEARTBEAT and not dg.nacks and dg.sender in self.members:
-                        heartbeats[dg.sender] = (None, dg)  # no body: never matches one
+                body = decoded[1]
+                dg = decoded[2]
+                known = repeats.lookup(dg.sender, body)
             else:
-                limits = self._limits
-                body = open_body(data, auth, limits, wall_ms)
+                body = open_body(data, auth, self._limits, wall_ms)
                 state = auth.last_admitted
-                # an authentic repeat of its session's last heartbeat: decoding is a pure
-                # function of the body, so the earlier result is this one's
-                last = (heartbeats.get(state.sender)
-                        if state is not None and state.sender is not None else None)
-                if last is not None and last[0] == body:
-                    dg = last[1]
-                else:
-                    dg = decode_body(body, limits)
-                    if (isinstance(dg, Datagram) and dg.kind is _HEARTBEAT and not dg.nacks
-                            and type(body) is bytes and dg.sender in self.members):
-                        heartbeats[dg.sender] = (body, dg)
+                if state is not None and state.sender is not None:
+                    known = repeats.lookup(state.sender, body)
+                dg = known[0] if known is not None else decode_body(body, self._limits)
+            if known is not None:
+                dg = known[0]
+            elif isinstance(dg, Datagram) and dg.sender in self.members:
+                repeats.note(body, dg)
         except DecodeError as exc:
             if exc.reason in _CLOCK_REFUSALS:
                 self._note_refused_clock(data, decoded, wall_ms)
@@ -419,13 +407,14 @@ class Node:
         if dg.sender == self.node_id:
             stats.own_echoes += 1
             return False
+        repeat = known is not None and known[1]
         if state is None or self._loss_speaker(dg.sender, state, wall_ms):
-            return self.membership.on_datagram(dg, now)
+            return self._to_membership(dg, repeat, now)
         # another live daemon's session speaks for this id: its nacks are still
         # answered (rate-limited per member) but are no loss signal of that member
         signals = self._counters.loss_signals
         before = signals.get(dg.sender)
-        renewed = self.membership.on_datagram(dg, now)
+        renewed = self._to_membership(dg, repeat, now)
         if signals.get(dg.sender) != before:
             stats.loss_signals_unbound += 1
             if before is None:
@@ -433,6 +422,17 @@ class Node:
             else:
                 signals[dg.sender] = before
         return renewed
+
+    def _to_membership(self, dg: Datagram, repeat: bool, now: float) -> bool:
+        """A data-plane datagram to the membership layer: a ``repeat`` (``repeats``) may
+        only renew its sender's liveness (then ``True``); one that the view's session
+        applied in full as a heartbeat is noted so its repeats may."""
+        membership = self.membership
+        if repeat and membership.renew(dg.sender, dg.view, now):
+            return True
+        if membership.on_datagram(dg, now):
+            self._repeats.applied(dg)
+        return False
 
     def _loss_speaker(self, sender: int, state: SessionState, wall_ms: int) -> bool:
         """Is ``state`` the session that speaks for ``sender``? The first session heard
@@ -452,7 +452,8 @@ class Node:
 
     def _note_refused_clock(
         self, data: bytes,
-        decoded: tuple[Sealed | None, Datagram | MembershipDatagram] | None, wall_ms: int,
+        decoded: tuple[Sealed | None, bytes, Datagram | MembershipDatagram] | None,
+        wall_ms: int,
     ) -> None:
         """A datagram refused for its send time (``stale``/``future``): if it is
         authentic, whose clock is how far off (``wire.clock``; at most one such check per
@@ -461,7 +462,7 @@ class Node:
         if not clocks.may_probe(wall_ms):
             return
         if decoded is not None:
-            sealed, dg = decoded
+            sealed, _, dg = decoded
         else:
             try:
                 sealed, body = self._auth.unseal(data)
@@ -518,7 +519,7 @@ class Node:
         ahead of this node's, ``clock_offsets``; ``None``: not heard lately, or
         insecure) and ``clock_refused`` (its datagrams refused for their send times)."""
         m = self.membership
-        now = m._now
+        now = self._now
         view = m.view
         blocked = m.blocked_for(now)
         clocks = self.clock_offsets()
@@ -547,11 +548,11 @@ class Node:
         heard from may have decided (``ViewChangeBlocked``): ``view``, ``awaited`` (those
         members), ``rounds`` and ``blocked_s``; ``None`` otherwise."""
         m = self.membership
-        b = m.blocked_for(m._now)
+        b = m.blocked_for(self._now)
         if b is None:
             return None
         return {"view": b.view, "awaited": list(b.awaited), "rounds": b.rounds,
-                "blocked_s": m._now - b.since}
+                "blocked_s": self._now - b.since}
 
     @property
     def quorum(self) -> dict[str, Any]:
@@ -563,7 +564,7 @@ class Node:
         acceptors: ``agreement.choose_proposal``) and how many of them are reachable: a
         shrunk list can form no view until a majority of the old one takes part."""
         m = self.membership
-        live = m.alive_members(m._now)
+        live = m.alive_members(self._now)
         q: dict[str, Any] = {"needed": needed(self.members, self.config.expected_votes),
                              "listed": len(self.members),
                              "reachable": len([n for n in live if n in self.members])}
@@ -586,10 +587,14 @@ class Node:
         tools); ``DecodeError``."""
         return decode_unchecked(data, self._auth, self._limits)[1]
 
-    def unseal(self, data: bytes) -> tuple[Sealed | None, Datagram | MembershipDatagram]:
+    def unseal(self, data: bytes) -> tuple[Sealed | None, bytes, Datagram | MembershipDatagram]:
         """Authenticate and decode without the replay check, for ``receive_datagram``'s
-        ``decoded`` (the simulator); ``DecodeError``."""
-        return decode_unchecked(data, self._auth, self._limits)
+        ``decoded`` (the simulator): the sealed header, the body and the datagram;
+        ``DecodeError``."""
+        if len(data) > self._limits.max_datagram_bytes:
+            raise DecodeError("too_large", f"{len(data)} bytes")
+        sealed, body = self._auth.unseal(data)
+        return sealed, bytes(body), decode_body(body, self._limits)
 
     # ------------------------------------------------------------------ keys
 

@@ -125,8 +125,6 @@ class ViewSession:
         self._now = now
         self.last_position: int | None = None
         """Position of the last ordered message delivered in this view."""
-        self._heartbeats: dict[int, Datagram] = {}
-        """The last heartbeat without nacks applied from each member (``receive``)."""
 
     # ------------------------------------------------------------------ queries
 
@@ -148,22 +146,23 @@ class ViewSession:
 
     # ------------------------------------------------------------------ inputs
 
-    def receive(self, dg: Datagram, now: float) -> None:
+    def receive(self, dg: Datagram, now: float) -> bool:
+        """One datagram of this view from another member. ``True``: it was a heartbeat
+        without nacks, applied in full, that released nothing (a repeat of it may be a
+        no-op: ``repeat_is_noop``)."""
         self._now = now
         released = self.reliable.receive(dg, now)
         if released:
             self._released(released)
-        elif dg.acks:  # a heartbeat's report may have made something stable
+            return False
+        if dg.acks:  # a heartbeat's report may have made something stable
             self.after_stability()
-            if dg.kind is _HEARTBEAT and not dg.nacks:
-                self._heartbeats[dg.sender] = dg
-
-    def applied_heartbeat(self, sender: int) -> Datagram | None:
-        """The last heartbeat without nacks this session applied from ``sender``."""
-        return self._heartbeats.get(sender)
+            return dg.kind is _HEARTBEAT and not dg.nacks
+        return False
 
     def repeat_is_noop(self, sender: int) -> bool:
-        """Applying ``applied_heartbeat(sender)`` again would change nothing: its
+        """Applying a heartbeat ``receive`` applied from ``sender`` again would change
+        nothing: its
         reports only raise what they already raised (``note_known``, ``acks.report``
         take maxima), it carries no nacks or vertices, and what ``receive`` then does
         has nothing to act on: no gap of the sender to nack, no stability change

@@ -113,7 +113,7 @@ def test_one_input(data: bytes) -> None:
             node.receive_datagram(sealed, now)  # the counted-drop path
         else:
             _check_roundtrip(node, dg)
-            node.receive_datagram(sealed, now, decoded=(None, dg))
+            node.receive_datagram(sealed, now, decoded=(None, body, dg))
         _drain(node)
 
 

@@ -293,9 +293,9 @@ class MembershipLayer:
         self.last_foreign_view = -math.inf
         """Last data-plane datagram of a view we are not in (a primary may exist)."""
         self.repeats_skipped = 0
+        """Repeated heartbeats taken as a sign of life alone (``renew``)."""
         self._claims: set[int] = set()
         """Incarnations of other daemons heard claiming our node id (reported once)."""
-        """Repeated heartbeats taken as a sign of life alone (``_renews_only``)."""
         self._reported_closed: int | None = None
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
         """A vote held back until we learn how our view (the last field) ended:
@@ -436,43 +436,42 @@ class MembershipLayer:
 
     # ------------------------------------------------------------------ inputs
 
-    def _renews_only(self, dg: Datagram, now: float) -> bool:
-        """``dg`` is the very heartbeat object this view's session already applied from
-        its sender (``Node`` hands out one object per repeated body) and nothing else can
-        come of it: the full path would only note the time and the sender's liveness.
+    def renew(self, sender: int, view: int, now: float) -> bool:
+        """A repeat of ``sender``'s heartbeat of ``view`` that the session of that view
+        applied in full already (the Node compares bodies: ``amcast.protocols.repeats``):
+        if nothing else can come of it, note the sender's liveness alone and return
+        ``True``; ``False``: it must take the full path (``on_datagram``).
 
-        That holds when this process was not stopped (``noticed_time`` loses nothing),
-        the sender is listed and alive (no revival to evaluate), no round or wait is
-        open (nothing counts who was heard in the view), the sender is not joining (no
-        duplicate check), and the session says applying it again is a no-op
-        (``ViewSession.repeat_is_noop``). Idle members repeat their heartbeat every
-        interval; this keeps an idle cluster's cost per heartbeat low."""
+        Nothing else can come of it when this process was not stopped (``noticed_time``
+        loses nothing), ``view`` is the current session's, the sender is listed and alive
+        (no revival to evaluate), no round or wait is open (nothing counts who was heard
+        in the view), the sender is not joining (no duplicate check), and the session
+        says applying it again is a no-op (``ViewSession.repeat_is_noop``)."""
         session = self.session
-        if (session is None or session.applied_heartbeat(dg.sender) is not dg
+        if (session is None or session.view_id != view
                 or now - self.last_activity > self.cfg.suspect_timeout
                 or self.round is not None or self.accept_wait is not None
                 or self.phase in INSTALL_PENDING):
             return False
-        sender = dg.sender
         if not (self.detector.alive(sender, now) and self._listed(sender)):
             return False
         peer = self.peers.get(sender)
         if peer is not None and peer.joining_since != math.inf:
             return False
-        return session.repeat_is_noop(sender)
+        if not session.repeat_is_noop(sender):
+            return False
+        self.last_activity = now
+        self.detector.heard(sender, now)
+        if peer is not None:
+            peer.last_in_view = now
+        self.repeats_skipped += 1
+        return True
 
     def on_datagram(self, dg: Datagram, now: float) -> bool:
-        """A data-plane datagram (any view) from another node. ``True``: it was a
-        repeat that only renewed its sender's liveness (``_renews_only``)."""
+        """A data-plane datagram (any view) from another node. ``True``: the current
+        view's session applied it as a heartbeat, in full (a repeat of it may only
+        renew its sender's liveness: ``renew``)."""
         sender = dg.sender
-        if self._renews_only(dg, now):
-            self.last_activity = now
-            self.detector.heard(sender, now)
-            peer = self.peers.get(sender)
-            if peer is not None:
-                peer.last_in_view = now
-            self.repeats_skipped += 1
-            return True
         self.noticed_time(now)
         if not self._listed(sender):
             self._drop("unknown_sender", f"from {sender}")
@@ -497,10 +496,10 @@ class MembershipLayer:
                     self._check_duplicate(sender, peer, now)
             if self.round is not None and self.round.phase == INSTALL:
                 self.round.heard_in_view.add(sender)
-            session.receive(dg, now)
+            applied = session.receive(dg, now)
             if self.accept_wait is not None or self.phase in INSTALL_PENDING:
                 self._check_waits(now)  # (``_after_session_input``)
-            return False
+            return applied
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
             dg.view == self.round.proposal.view.view_id
         ):

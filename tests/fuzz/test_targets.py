@@ -130,7 +130,7 @@ def test_the_sealed_target_refuses_paths_that_disagree(
             sealed.test_one_input(talk)
     assert Authenticator.open is open_
     unseal = Node.unseal
-    monkeypatch.setattr(Node, "unseal", lambda self, data: (None, unseal(self, data)[1]))
+    monkeypatch.setattr(Node, "unseal", lambda self, data: (None, *unseal(self, data)[1:]))
     with pytest.raises(AssertionError, match="differ in: counters, events"):
         sealed.test_one_input(talk)
 

@@ -1,4 +1,4 @@
-"""A repeated heartbeat is only a sign of life (``MembershipLayer._renews_only``).
+"""A repeated heartbeat is only a sign of life (``repeats``, ``MembershipLayer.renew``).
 
 An idle member repeats the same heartbeat every ``heartbeat_interval``; the Node reuses
 the decoded object for a byte-identical body and the membership layer, when the view's
@@ -15,7 +15,6 @@ import types
 
 import pytest
 from amcast.protocols.events import JoinRefused
-from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.node import Node
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.session import ViewSession
@@ -120,22 +119,23 @@ def test_only_a_heartbeat_the_current_session_applied_is_skipped(
     applied: set[tuple[int, int]] = set()
     receive = ViewSession.receive
 
-    def recording_receive(self: ViewSession, dg: Datagram, now: float) -> None:
-        receive(self, dg, now)
+    def recording_receive(self: ViewSession, dg: Datagram, now: float) -> bool:
         applied.add((id(self), id(dg)))
+        return receive(self, dg, now)
 
-    renews_only = MembershipLayer._renews_only
+    to_membership = Node._to_membership
     skips: list[tuple[int, int]] = []
 
-    def checked(self: MembershipLayer, dg: Datagram, now: float) -> bool:
-        ok = renews_only(self, dg, now)
+    def checked(self: Node, dg: Datagram, repeat: bool, now: float) -> bool:
+        ok = to_membership(self, dg, repeat, now)
         if ok:
-            assert (id(self.session), id(dg)) in applied
-            skips.append((self.node_id, self.session.view_id if self.session else 0))
+            session = self.membership.session
+            assert session is not None and (id(session), id(dg)) in applied
+            skips.append((self.node_id, session.view_id))
         return ok
 
     monkeypatch.setattr(ViewSession, "receive", recording_receive)
-    monkeypatch.setattr(MembershipLayer, "_renews_only", checked)
+    monkeypatch.setattr(Node, "_to_membership", checked)
     cluster = Cluster(4, seed=9)
     cluster.advance(2.0)
     first_view = cluster.nodes[0].membership.session.view_id
@@ -163,10 +163,10 @@ def test_an_idle_incumbent_still_exposes_a_second_daemon_with_its_id() -> None:
 
 
 def test_an_empty_body_is_not_taken_for_a_heartbeat_the_caller_decoded() -> None:
-    """The simulator hands over a heartbeat already decoded (``decoded=``), so the Node
-    keeps no body for it. An authentic datagram with an empty body, handed over raw
-    afterwards, is malformed, as it is for a daemon: it used to match the missing body
-    (kept as ``b""``) and pass as that heartbeat (found by the ``sealed`` fuzz target,
+    """The simulator hands over a heartbeat already decoded (``decoded=``, with its
+    body). An authentic datagram with an empty body, handed over raw afterwards, is
+    malformed, as it is for a daemon: it used to match a missing body (kept as ``b""``)
+    and pass as that heartbeat (found by the ``sealed`` fuzz target,
     ``fuzz/regressions/sealed/empty-body-after-decoded-heartbeat``)."""
     nd = _node()
     peer = Authenticator(Keyring.single(KEY), bytes(16))
