@@ -365,6 +365,7 @@ class Node:
         wall_ms = int((now + self.wall_offset) * 1000)
         repeats = self._repeats
         known: tuple[Datagram, bool] | None = None
+        body: bytes | memoryview
         try:
             if decoded is not None:
                 state = auth.admit(decoded[0], wall_ms)

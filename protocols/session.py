@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any
+from typing import Protocol
 
 from .errors import ConfigurationError, ProtocolViolation
 from .events import BatchDelivered, Event
@@ -39,6 +39,7 @@ from .ordering import OrderingConfig, TotalOrderEngine
 from .ordering.config import OrderingRule
 from .ordering.messages import CausalMessage, MessageDelivered
 from .reliable.batching import Batcher, Reassembler
+from .reliable.config import ReliableConfig
 from .reliable.flow import SendWindow
 from .reliable.holdback import CausalHoldback
 from .reliable.layer import Drop, ReliableCounters, ReliableLayer
@@ -84,6 +85,16 @@ def prompt_origins(members: tuple[int, ...], node_id: int, phi: float) -> frozen
     return frozenset(members[(me - step) % n] for step in range(1, k + 1))
 
 
+class SessionConfig(ReliableConfig, Protocol):
+    """What a view's session reads of its configuration: the reliable layer's settings
+    and the ordering rule and threshold (``NodeConfig``)."""
+
+    @property
+    def rule(self) -> str: ...
+    @property
+    def phi(self) -> float | None: ...
+
+
 class ViewSession:
     def __init__(
         self,
@@ -91,7 +102,7 @@ class ViewSession:
         members: tuple[int, ...],
         *,
         node_id: int,
-        config: Any,
+        config: SessionConfig,
         rng: random.Random,
         now: float,
         drop: Drop,

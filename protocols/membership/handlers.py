@@ -4,7 +4,7 @@ says the protocol; ``layer`` coordinates the member's phases around it).
 Each handler takes the ``MembershipLayer`` it works for: they read and update its
 durable acceptor state, its votes waiting for a cut or for its view's end
 (``accept_wait``, ``history_wait``) and, where they move the member on, call back into
-it (``MembershipLayer._decided``, ``_check_waits``, ``_become``), so that every change
+it (``MembershipLayer.on_decided``, ``check_waits``, ``become``), so that every change
 of phase stays in the layer. Kept apart so that the layer reads as the member's life
 (views, flushes, joins, leaves) and this module as the Paxos roles:
 
@@ -18,26 +18,66 @@ of phase stays in the layer. Kept apart so that the layer reads as the member's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
+from ..session import ViewSession
 from ..wire.membership import (
     Accept,
     Accepted,
     Ballot,
     Install,
     Member,
+    Message,
+    Position,
     Prepare,
     Promise,
     Proposal,
     Reject,
+    Settings,
+    ViewRecord,
 )
-from .agreement import ACCEPT, PREPARE, may_hold, needs_holder
-from .phase import Phase
+from .agreement import ACCEPT, PREPARE, Round, may_hold, needs_holder
+from .config import MembershipConfig
+from .durable import DurableState
+from .phase import Closing, Phase
 
-MembershipLayer = Any
-"""The ``layer.MembershipLayer`` these handlers act on. Not imported: the layer imports
-this module, and an import back (even under ``TYPE_CHECKING``) would hide a cycle; a
-small public surface of the layer for its handlers is the way to type it."""
+
+class MembershipLayer(Protocol):
+    """What these handlers read, update and call of the ``layer.MembershipLayer`` they
+    act on: its public surface for them. Not the class itself: the layer imports this
+    module, and an import back (even under ``TYPE_CHECKING``) would hide a cycle. The
+    compiled build (mypyc) checks that the layer satisfies it."""
+
+    node_id: int
+    me: Member
+    cfg: MembershipConfig
+    settings: Settings
+    durable: DurableState
+    view: ViewRecord | None
+    session: ViewSession | None
+    phase: Phase
+    round: Round | None
+    history: dict[int, tuple[Ballot, Proposal]]
+    accept_wait: tuple[Ballot, Proposal, float, bool] | None
+    history_wait: tuple[Ballot, Proposal, float, int] | None
+    lagging: tuple[Ballot, dict[int, int]]
+    promised_here: Ballot
+    promised_at: float | None
+    reported_closed: int | None
+
+    @property
+    def last_delivered(self) -> Position | None: ...
+    def send_message(self, msg: Message) -> None: ...
+    def update_durable(self, **changes: object) -> None: ...
+    def learn(self, view: ViewRecord | None) -> None: ...
+    def become(self, phase: Phase, closing: Closing | None = None) -> None: ...
+    def refuse(self, node: int, incarnation: int, reason: str, detail: str,
+               now: float) -> None: ...
+    def on_decided(self, ballot: Ballot, proposal: Proposal, now: float) -> None: ...
+    def check_waits(self, now: float) -> None: ...
+    def to_accept(self, now: float) -> None: ...
+    def progress_accept(self, now: float) -> None: ...
+    def abort_round(self, now: float, why: str) -> None: ...
 
 ACCEPT_VOTE_AFTER = 0.75
 """A member that cannot complete the cut of a proposal a holder voted for votes all the
@@ -55,10 +95,10 @@ def on_prepare(
     mine = next((m for m in msg.candidates if m.node == layer.node_id), None)
     if mine is None or mine.incarnation != layer.me.incarnation or layer.phase is Phase.LEFT:
         return
-    layer._learn(msg.known)
+    layer.learn(msg.known)
     answer = promise(layer, msg.ballot, now)
     if isinstance(answer, Reject) or msg.ballot.node != layer.node_id:
-        layer._send(answer)
+        layer.send_message(answer)
 
 
 def promise(layer: MembershipLayer, ballot: Ballot, now: float) -> Promise | Reject:
@@ -70,14 +110,14 @@ def promise(layer: MembershipLayer, ballot: Ballot, now: float) -> Promise | Rej
     if ballot < d.promised:
         return Reject(ballot, d.promised, "stale_ballot", "")
     if ballot != d.promised:
-        layer._update_durable(promised=ballot)
+        layer.update_durable(promised=ballot)
     if ballot > layer.promised_here:
         layer.promised_here = ballot
     if layer.session is not None and not layer.session.finished:
         if layer.promised_at is None:
             layer.promised_at = now
             if layer.phase is Phase.STEADY:
-                layer._become(Phase.FROZEN)
+                layer.become(Phase.FROZEN)
         layer.session.freeze()
     availability = None
     if layer.session is not None and layer.view is not None:
@@ -99,13 +139,13 @@ def on_promise(
     if cand is None or cand.incarnation != incarnation:
         return
     if layer.settings.differences(msg.settings):
-        layer._refuse(sender, incarnation, "config_mismatch",
+        layer.refuse(sender, incarnation, "config_mismatch",
                       "; ".join(layer.settings.differences(msg.settings)), now)
         return
-    layer._learn(msg.known)
+    layer.learn(msg.known)
     r.promises[sender] = msg
     if not r.waiting_for():
-        layer._to_accept(now)
+        layer.to_accept(now)
 
 
 def on_reject(
@@ -115,8 +155,8 @@ def on_reject(
     r = layer.round
     if r is None or msg.ballot != r.ballot:
         return
-    layer._update_durable(max_view_id=max(layer.durable.max_view_id, msg.promised.number))
-    layer._abort_round(now, f"rejected by {sender}: {msg.reason}")
+    layer.update_durable(max_view_id=max(layer.durable.max_view_id, msg.promised.number))
+    layer.abort_round(now, f"rejected by {sender}: {msg.reason}")
 
 
 def on_accept(
@@ -131,12 +171,12 @@ def resend_history(layer: MembershipLayer, ballot: Ballot) -> None:
     """With each ``ACCEPT`` of ``ballot`` (the coordinator's, before it; a member's,
     on receipt): again the decisions its lagging promisers missed (``note_lagging``),
     in case a copy was lost."""
-    noted, lagging = layer._lagging
+    noted, lagging = layer.lagging
     if noted == ballot:
         for view_id in sorted(set(lagging.values())):
             entry = layer.history.get(view_id)
             if entry is not None:
-                layer._send(Install(*entry))
+                layer.send_message(Install(*entry))
 
 
 def note_lagging(layer: MembershipLayer, sender: int, msg: Promise) -> None:
@@ -151,29 +191,29 @@ def note_lagging(layer: MembershipLayer, sender: int, msg: Promise) -> None:
     entry = layer.history.get(msg.installed_id)
     if entry is None:
         return
-    ballot, lagging = layer._lagging
+    ballot, lagging = layer.lagging
     if ballot != msg.ballot:
         if msg.ballot < ballot:
             return
         lagging = {}
-        layer._lagging = (msg.ballot, lagging)
+        layer.lagging = (msg.ballot, lagging)
     if lagging.get(sender) != msg.installed_id:
         lagging[sender] = msg.installed_id
-        layer._send(Install(*entry))
+        layer.send_message(Install(*entry))
 
 
 def accept(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, now: float,
            holder_voted: bool = False) -> None:
     """Vote for ``proposal`` unless a later ballot was promised: a member that closes
     its view with it repairs up to the cut first (``accept_wait``, voting from
-    ``MembershipLayer._check_waits`` as a holder); one taken in from another view votes
+    ``MembershipLayer.check_waits`` as a holder); one taken in from another view votes
     once it knows how its view ended (``vote_after_history``); anyone else at once."""
     d = layer.durable
     if ballot < d.promised:
-        layer._send(Reject(ballot, d.promised, "stale_ballot", ""))
+        layer.send_message(Reject(ballot, d.promised, "stale_ballot", ""))
         return
-    layer._learn(proposal.prev)
-    layer._update_durable(promised=ballot,
+    layer.learn(proposal.prev)
+    layer.update_durable(promised=ballot,
                           max_view_id=max(d.max_view_id, proposal.view.view_id))
     member = proposal.view.member(layer.node_id)
     closing = (member is not None and member.incarnation == layer.me.incarnation
@@ -182,7 +222,7 @@ def accept(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, now: floa
     if closing:
         assert layer.session is not None
         if layer.session.reliable.exceeds(dict(proposal.cut)):
-            # a vote, not a holder's; we will not install it (``_decided``)
+            # a vote, not a holder's; we will not install it (``on_decided``)
             vote(layer, ballot, proposal, held=False)
             return
         layer.session.close_at(dict(proposal.cut), now)
@@ -194,7 +234,7 @@ def accept(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, now: floa
         else:
             since = now
         layer.accept_wait = (ballot, proposal, since, holder_voted)
-        layer._check_waits(now)
+        layer.check_waits(now)
     elif member is not None and member.incarnation == layer.me.incarnation:
         vote_after_history(layer, ballot, proposal, now)
     else:
@@ -208,7 +248,7 @@ def ending_unknown(layer: MembershipLayer) -> int | None:
     if session is None or session.finished:
         return None
     view_id = session.view_id
-    if view_id in layer.history or layer._reported_closed == view_id:
+    if view_id in layer.history or layer.reported_closed == view_id:
         return None
     return view_id
 
@@ -245,7 +285,7 @@ def check_history_wait(layer: MembershipLayer, now: float) -> None:
         layer.history_wait = None
         vote(layer, ballot, proposal, held=False)
         if layer.round is not None and layer.round.ballot == ballot:
-            layer._progress_accept(now)
+            layer.progress_accept(now)
 
 
 def vote(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, *, held: bool) -> None:
@@ -259,7 +299,7 @@ def vote(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, *, held: bo
     needed = needs_holder(proposal)  # no holder asked: every vote counts as one
     held = held or not needed or (d.accepted is not None and d.accepted[1] == proposal
                                   and d.accepted_held)
-    layer._update_durable(accepted=(ballot, proposal), accepted_held=held)
+    layer.update_durable(accepted=(ballot, proposal), accepted_held=held)
     if ballot.node == layer.node_id:
         r = layer.round
         if r is not None and r.ballot == ballot and r.phase == ACCEPT:
@@ -269,7 +309,7 @@ def vote(layer: MembershipLayer, ballot: Ballot, proposal: Proposal, *, held: bo
     else:  # said only where it matters and differs from what is presumed (older
         # daemons drop a vote that says)
         said = held if needed and held != may_hold(proposal, layer.me) else None
-        layer._send(Accepted(ballot, proposal.view.view_id, said))
+        layer.send_message(Accepted(ballot, proposal.view.view_id, said))
 
 
 def on_accepted(
@@ -285,11 +325,11 @@ def on_accepted(
         # a vote that does not say (older daemons) counts when ``may_hold`` does
         if msg.held is not False and may_hold(r.proposal, Member(sender, incarnation)):
             r.holders.add(sender)
-    layer._progress_accept(now)
+    layer.progress_accept(now)
 
 
 def on_install(
     layer: MembershipLayer, sender: int, incarnation: int, msg: Install, now: float
 ) -> None:
-    """Learner: a decision (the layer moves the phase on, ``MembershipLayer._decided``)."""
-    layer._decided(msg.ballot, msg.proposal, now)
+    """Learner: a decision (the layer moves the phase on, ``MembershipLayer.on_decided``)."""
+    layer.on_decided(msg.ballot, msg.proposal, now)

@@ -30,14 +30,14 @@ sans-IO like every layer. Its guarantees (docs/membership.md says them for users
   (``JoinerHeldBack``) until it names a view it learned from us; a hold is renewed
   without a round while its JOINs show it did not hear the history we sent it.
 
-Phases (``phase``; ``TRANSITIONS`` there lists every move, ``_become`` makes them):
+Phases (``phase``; ``TRANSITIONS`` there lists every move, ``become`` makes them):
 
 - ``JOINING``: no view yet; it announces itself (``JOIN``) every heartbeat interval.
 - ``STEADY``: in a primary view, ordering (the only phase with own new vertices).
 - ``FROZEN``: it promised a ballot (``handlers.promise``): the view is frozen until the
   next one is installed (a ``PREPARE`` of a later ballot keeps it frozen).
-- ``INSTALLING``: the successor with us is decided (``_decided``): the view is closed at
-  the decided cut, repaired up to it (``_check_waits``), flushed and the successor
+- ``INSTALLING``: the successor with us is decided (``on_decided``): the view is closed at
+  the decided cut, repaired up to it (``check_waits``), flushed and the successor
   installed (``_install``: ``STEADY``, or ``FROZEN`` when a later ballot was promised
   meanwhile). A view decided that does not succeed ours (we missed a decision) is
   installed at once, from any phase, with a gap (``OrderGap``) where something may have
@@ -73,7 +73,6 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
 
 from ..events import (
     Event,
@@ -120,6 +119,7 @@ from .agreement import (
     reported_holders,
     unheard_holders,
 )
+from .config import MembershipConfig
 from .detector import FailureDetector
 from .durable import DurableState
 from .handlers import ACCEPT_VOTE_AFTER
@@ -178,7 +178,7 @@ class Peer:
     """Last datagram of any kind from the incarnation this record holds."""
     contender: int = -1
     """An incarnation refused as a second daemon with this node's id while the one this
-    record holds is live (``_refuse``, ``_on_refuse``): its datagrams are answered with
+    record holds is live (``refuse``, ``_on_refuse``): its datagrams are answered with
     the refusal and change nothing here (-1: none)."""
     contender_reason: str = ""
     contender_detail: str = ""
@@ -215,7 +215,7 @@ ViewClosed = Callable[[int, dict[int, int] | None], None]
 class MembershipLayer:
     def __init__(
         self,
-        config: Any,
+        config: MembershipConfig,
         *,
         node_id: int,
         potential: tuple[int, ...],
@@ -242,7 +242,7 @@ class MembershipLayer:
         self.view: ViewRecord | None = None
         self.session: ViewSession | None = None
         self.phase = Phase.JOINING
-        """Where this member stands with its view (``phase``); only ``_become`` sets it."""
+        """Where this member stands with its view (``phase``); only ``become`` sets it."""
         self.closing: Closing | None = None
         """The decision a ``CLOSING`` phase completes the view at (else ``None``)."""
         self.installed_at = -math.inf
@@ -296,19 +296,19 @@ class MembershipLayer:
         """Repeated heartbeats taken as a sign of life alone (``renew``)."""
         self._claims: set[int] = set()
         """Incarnations of other daemons heard claiming our node id (reported once)."""
-        self._reported_closed: int | None = None
+        self.reported_closed: int | None = None
         self.history_wait: tuple[Ballot, Proposal, float, int] | None = None
         """A vote held back until we learn how our view (the last field) ended:
         ``handlers.vote_after_history``."""
         self.blocked: Blocked | None = None
-        self._lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
+        self.lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
         """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
         self.view_closed: ViewClosed = _ignore_closed
 
     # ------------------------------------------------------------------ queries
 
-    def _become(self, phase: Phase, closing: Closing | None = None) -> None:
+    def become(self, phase: Phase, closing: Closing | None = None) -> None:
         """The one place the phase changes: ``closing`` goes with a ``CLOSING`` phase
         and with no other; a move ``phase.TRANSITIONS`` does not list is a bug."""
         if phase not in TRANSITIONS[self.phase]:
@@ -498,7 +498,7 @@ class MembershipLayer:
                 self.round.heard_in_view.add(sender)
             applied = session.receive(dg, now)
             if self.accept_wait is not None or self.phase in INSTALL_PENDING:
-                self._check_waits(now)  # (``_after_session_input``)
+                self.check_waits(now)  # (``_after_session_input``)
             return applied
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
             dg.view == self.round.proposal.view.view_id
@@ -548,7 +548,7 @@ class MembershipLayer:
             self.detector.heard(sender, now)
             self._drop("not_listed", f"node {sender}")
             if self.coordinator(self.alive_members(now), now) == self.node_id:
-                self._refuse(sender, dg.incarnation, "not_listed",
+                self.refuse(sender, dg.incarnation, "not_listed",
                              f"node {sender} is not in the member list", now)
             return
         peer = self.peers.get(sender)
@@ -568,7 +568,7 @@ class MembershipLayer:
         if dg.incarnation < peer.incarnation and not self._outlived(sender, peer, msg, now):
             self._drop("stale_incarnation", f"node {sender} incarnation {dg.incarnation}")
             if isinstance(msg, Join) and not msg.leaving and self._live_member(sender, peer, now):
-                self._refuse(sender, dg.incarnation, "duplicate_node_id",
+                self.refuse(sender, dg.incarnation, "duplicate_node_id",
                              f"node {sender} is a live member (incarnation "
                              f"{peer.incarnation}); incarnation {dg.incarnation} claims the "
                              "same id", now)
@@ -639,7 +639,7 @@ class MembershipLayer:
             self._claims.add(incarnation)
             self.events.append(NodeIdClaimed(incarnation, self.me.incarnation))
         if self.primary and isinstance(msg, Join) and not msg.leaving:
-            self._send(Refuse(Member(self.node_id, incarnation), "duplicate_node_id",
+            self.send_message(Refuse(Member(self.node_id, incarnation), "duplicate_node_id",
                               f"node {self.node_id} is a live member (incarnation "
                               f"{self.me.incarnation}); incarnation {incarnation} claims "
                               "the same id"))
@@ -650,11 +650,11 @@ class MembershipLayer:
         if (member is None or peer.incarnation <= member.incarnation or peer.refused
                 or now < peer.joining_since + self.cfg.heartbeat_interval / 2):
             return  # (datagrams of a crashed incarnation may still be in flight briefly)
-        self._refuse(sender, peer.incarnation, "duplicate_node_id",
+        self.refuse(sender, peer.incarnation, "duplicate_node_id",
                      f"node {sender} is a live member (incarnation {member.incarnation}); "
                      f"incarnation {peer.incarnation} claims the same id", now)
 
-    def _refuse(self, node: int, incarnation: int, reason: str, detail: str,
+    def refuse(self, node: int, incarnation: int, reason: str, detail: str,
                 now: float) -> None:
         """Refuse ``node``'s incarnation; the coordinator tells it (and reports it).
 
@@ -710,7 +710,7 @@ class MembershipLayer:
         if peer.reported != key:
             peer.reported = key
             self.events.append(JoinRefused(node, reason, detail, False))
-        self._send(Refuse(Member(node, incarnation), reason, detail))
+        self.send_message(Refuse(Member(node, incarnation), reason, detail))
 
     # -- membership messages
 
@@ -732,12 +732,12 @@ class MembershipLayer:
             peer.joining_since = now
         diffs = self.settings.differences(msg.settings)
         if diffs:
-            self._refuse(sender, incarnation, "config_mismatch", "; ".join(diffs), now)
+            self.refuse(sender, incarnation, "config_mismatch", "; ".join(diffs), now)
             return
         if peer.refused == "config_mismatch":
             peer.refused = None
         if peer.refused is not None:
-            self._refuse(sender, incarnation, peer.refused, peer.refused_detail, now)
+            self.refuse(sender, incarnation, peer.refused, peer.refused_detail, now)
             return
         self._answer_with_history(sender, peer, msg.known_view_id, now)
 
@@ -752,7 +752,7 @@ class MembershipLayer:
         peer.last_history_reply = now
         if self._held_back(sender, now) and peer.answered_in_hold == math.inf:
             peer.answered_in_hold = now
-        self._send(Install(entry[0], entry[1]))
+        self.send_message(Install(entry[0], entry[1]))
 
     def _on_refuse(self, sender: int, incarnation: int, msg: Refuse, now: float) -> None:
         if msg.target != self.me:
@@ -772,13 +772,13 @@ class MembershipLayer:
 
     # ------------------------------------------------------------------ decisions
 
-    def _learn(self, view: ViewRecord | None) -> None:
+    def learn(self, view: ViewRecord | None) -> None:
         d = self.durable
         if view is None or (d.known is not None and view.view_id <= d.known.view_id):
             return
-        self._update_durable(known=view, max_view_id=max(d.max_view_id, view.view_id))
+        self.update_durable(known=view, max_view_id=max(d.max_view_id, view.view_id))
 
-    def _decided(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
+    def on_decided(self, ballot: Ballot, proposal: Proposal, now: float) -> None:
         """``proposal`` was decided: learn it; install it if we are a member."""
         new = proposal.view
         self.blocked = None
@@ -786,10 +786,10 @@ class MembershipLayer:
             self.history[proposal.prev.view_id] = (ballot, proposal)
             if len(self.history) > HISTORY:
                 del self.history[min(self.history)]
-        self._learn(new)
+        self.learn(new)
         d = self.durable
         if d.accepted is not None and d.accepted[1].view.view_id <= new.view_id:
-            self._update_durable(accepted=None, accepted_held=True)
+            self.update_durable(accepted=None, accepted_held=True)
         current = self.view.view_id if self.view is not None else 0
         if new.view_id <= current or (self.closing and self.closing.proposal.view == new):
             return
@@ -811,9 +811,9 @@ class MembershipLayer:
                 return
             self.session.close_at(dict(proposal.cut), now)
             # flushed into the successor: from a view it gave up too (it still repairs)
-            self._become(Phase.INSTALLING if self.primary else Phase.REJOINING,
+            self.become(Phase.INSTALLING if self.primary else Phase.REJOINING,
                          Closing(proposal, now, ballot))
-            self._check_waits(now)
+            self.check_waits(now)
         else:
             self._install(proposal, ballot, now, closed=None)
 
@@ -828,10 +828,10 @@ class MembershipLayer:
                     and not session.reliable.exceeds(cut)):
                 # A graceful leaver closes its last view where its members do (virtual
                 # synchrony: it delivers the same set in it, its own last messages
-                # included), then goes; ``_check_waits`` finishes it once the cut is held.
+                # included), then goes; ``check_waits`` finishes it once the cut is held.
                 session.close_at(cut, now)
-                self._become(Phase.LEAVING, Closing(proposal, now))
-                self._check_waits(now)
+                self.become(Phase.LEAVING, Closing(proposal, now))
+                self.check_waits(now)
                 return
             self._closed_elsewhere(session.view_id, cut)
             self._lose_view(now, "left" if self.leaving else "excluded")
@@ -840,9 +840,9 @@ class MembershipLayer:
 
     def _closed_elsewhere(self, view_id: int, cut: dict[int, int] | None) -> None:
         """Tell the Node how a view of ours ended (once): the cut, or ``None``."""
-        if self._reported_closed == view_id:
+        if self.reported_closed == view_id:
             return
-        self._reported_closed = view_id
+        self.reported_closed = view_id
         self.view_closed(view_id, cut)
 
     def _lose_view(self, now: float, reason: str) -> None:
@@ -850,7 +850,7 @@ class MembershipLayer:
         a no-op outside one."""
         if not self.primary or self.view is None:
             return
-        self._become(Phase.LEFT if reason == "left" else Phase.ABANDONED)
+        self.become(Phase.LEFT if reason == "left" else Phase.ABANDONED)
         if self.session is not None:
             self.session.abandon()
         self.promised_at = None
@@ -863,7 +863,7 @@ class MembershipLayer:
         self.events.append(QuorumLost(self.view.view_id, reason, reachable))
         self.next_join = now
 
-    def _check_waits(self, now: float) -> None:
+    def check_waits(self, now: float) -> None:
         session = self.session
         if session is None:
             return
@@ -873,7 +873,7 @@ class MembershipLayer:
                 self.accept_wait = None
                 handlers.vote(self, ballot, proposal, held=True)
                 if self.round is not None and self.round.ballot == ballot:
-                    self._progress_accept(now)
+                    self.progress_accept(now)
         closing = self.closing  # (the vote above may have moved the phase on)
         if closing is None or not session.reliable.holds(dict(closing.proposal.cut)):
             return
@@ -901,7 +901,7 @@ class MembershipLayer:
         self.accept_wait = None
         handlers.vote(self, ballot, proposal, held=False)
         if self.round is not None and self.round.ballot == ballot:
-            self._progress_accept(now)
+            self.progress_accept(now)
 
     def _finish_leaving(self, session: ViewSession, proposal: Proposal, now: float) -> None:
         """A graceful leaver holds the cut of the view decided without it: deliver the
@@ -942,7 +942,7 @@ class MembershipLayer:
         self.promised_at = None
         self.accept_wait = None
         self.history_wait = None
-        self._become(Phase.STEADY)
+        self.become(Phase.STEADY)
         self._install_session(new, now)
         assert self.session is not None
         if self.leaving:
@@ -953,7 +953,7 @@ class MembershipLayer:
             # frozen (no own vertices, nothing released but what the cut will bring).
             self.session.freeze()
             self.promised_at = now
-            self._become(Phase.FROZEN)
+            self.become(Phase.FROZEN)
         base = previous if previous is not None else old_view
         base_members = set(base.members) if base is not None else set()
         leavers = self._leavers()
@@ -986,7 +986,7 @@ class MembershipLayer:
     def install_initial(self, view: ViewRecord, now: float) -> None:
         """Start in ``view`` with no agreement (a cluster bootstrapped with one agreed
         first view): ``JOINING`` -> ``STEADY`` as if it had been decided."""
-        self._become(Phase.STEADY)
+        self.become(Phase.STEADY)
         self._install_session(view, now)
 
     def _install_session(self, view: ViewRecord, now: float) -> None:
@@ -995,7 +995,7 @@ class MembershipLayer:
         self.view = view
         self.installed_at = now
         self.session = self.make_session(view, now)
-        self._learn(view)
+        self.learn(view)
         self._suspected = set()
         for m in view.members:  # a member never heard from gets a full timeout of grace
             if m.node not in self.detector.last_heard:
@@ -1007,21 +1007,21 @@ class MembershipLayer:
         d = self.durable
         number = max(d.promised.number, d.max_view_id, self.view_floor) + 1
         ballot = Ballot(number, self.node_id)
-        self._update_durable(max_view_id=max(d.max_view_id, number))
+        self.update_durable(max_view_id=max(d.max_view_id, number))
         r = Round(ballot, dict(members), now, now + self.cfg.flush_timeout, reason)
         self.round = r
         r.retry_at = now + self.cfg.membership_retry
         known = self.durable.known
-        self._send(Prepare(ballot, tuple(sorted(members.values())), known))
+        self.send_message(Prepare(ballot, tuple(sorted(members.values())), known))
         own = handlers.promise(self, ballot, now)
         if isinstance(own, Reject):
-            self._abort_round(now, "own stale ballot")
+            self.abort_round(now, "own stale ballot")
             return
         r.promises[self.node_id] = own
         if not r.waiting_for():
-            self._to_accept(now)
+            self.to_accept(now)
 
-    def _to_accept(self, now: float) -> None:
+    def to_accept(self, now: float) -> None:
         r = self.round
         assert r is not None
         self._hold_back_silent_joiners(r, now)
@@ -1033,7 +1033,7 @@ class MembershipLayer:
                 self.durable.max_view_id, self.view_floor),
         )
         if proposal is None:
-            self._abort_round(now, why)
+            self.abort_round(now, why)
             return
         known = proposal.prev
         r.phase = ACCEPT
@@ -1042,7 +1042,8 @@ class MembershipLayer:
         closes = known.view_id if known is not None else 0
         own = r.promises.get(self.node_id)
         if own is not None and own.installed_id not in (closes, 0):
-            self._send(own)  # we missed a decision: who knows it sends it (handlers.note_lagging)
+            # we missed a decision: who knows it sends it (handlers.note_lagging)
+            self.send_message(own)
         r.acceptors = known.potential if known is not None else self.potential
         self._note_blocked(r, why, now)
         r.deadline = now + self.cfg.flush_timeout
@@ -1051,7 +1052,7 @@ class MembershipLayer:
                                         (r.ballot.number, r.ballot.node), r.reason))
         self._send_accept(r)
         handlers.accept(self, r.ballot, proposal, now, bool(r.holders))
-        self._progress_accept(now)
+        self.progress_accept(now)
 
     def _note_blocked(self, r: Round, why: str, now: float) -> None:
         """A proposal kept only because a member of both views that is not heard from
@@ -1152,11 +1153,11 @@ class MembershipLayer:
         whichever copy comes, in either order (``_accept``)."""
         assert r.proposal is not None
         handlers.resend_history(self, r.ballot)
-        self._send(Accept(r.ballot, r.proposal))
+        self.send_message(Accept(r.ballot, r.proposal))
         if r.holders:
-            self._send(Accept(r.ballot, r.proposal, True))
+            self.send_message(Accept(r.ballot, r.proposal, True))
 
-    def _progress_accept(self, now: float) -> None:
+    def progress_accept(self, now: float) -> None:
         r = self.round
         if r is None or r.phase != ACCEPT:
             return
@@ -1168,12 +1169,12 @@ class MembershipLayer:
             r.deadline = now + 4 * self.cfg.flush_timeout + self.cfg.suspect_timeout
             r.retry_at = now + self.cfg.membership_retry
             r.heard_in_view = {self.node_id}
-            self._send(Install(r.ballot, r.proposal))
-            self._decided(r.ballot, r.proposal, now)
+            self.send_message(Install(r.ballot, r.proposal))
+            self.on_decided(r.ballot, r.proposal, now)
         elif now >= r.deadline:
-            self._abort_round(now, "no_quorum_of_acceptances")
+            self.abort_round(now, "no_quorum_of_acceptances")
 
-    def _abort_round(self, now: float, why: str) -> None:
+    def abort_round(self, now: float, why: str) -> None:
         self.round = None
         retry = self.cfg.membership_retry
         self.backoff_until = now + self.rng.uniform(2 * retry, 8 * retry)
@@ -1185,22 +1186,22 @@ class MembershipLayer:
         r = self.round
         if r is not None:
             if r.phase == PREPARE and now >= r.deadline:
-                self._to_accept(now)
+                self.to_accept(now)
             elif r.phase == ACCEPT:
-                self._progress_accept(now)
+                self.progress_accept(now)
             elif r.phase == INSTALL and (not r.waiting_for() or now >= r.deadline):
                 self.round = None
             r = self.round
             if r is not None and now >= r.retry_at and r.waiting_for():
                 r.retry_at = now + self.cfg.membership_retry
                 if r.phase == PREPARE:
-                    self._send(Prepare(r.ballot, tuple(sorted(r.candidates.values())),
+                    self.send_message(Prepare(r.ballot, tuple(sorted(r.candidates.values())),
                                        self.durable.known))
                 elif r.phase == ACCEPT:
                     self._send_accept(r)
                 else:
                     assert r.proposal is not None
-                    self._send(Install(r.ballot, r.proposal))
+                    self.send_message(Install(r.ballot, r.proposal))
             if self.round is not None:
                 return
         if now < self.backoff_until:
@@ -1292,7 +1293,7 @@ class MembershipLayer:
             if self.phase is Phase.INSTALLING:
                 self._lose_view(now, "excluded")
             elif self.phase is Phase.REJOINING:
-                self._become(Phase.ABANDONED)
+                self.become(Phase.ABANDONED)
             else:
                 if self.session is not None:
                     self._closed_elsewhere(self.session.view_id, dict(closing.proposal.cut))
@@ -1302,7 +1303,7 @@ class MembershipLayer:
                 and self.coordinator(self.alive_members(now), now) != self.node_id):
             self._lose_view(now, "stuck_flush")  # nobody finishes the change: start over
         self._forget_contenders(now)
-        self._check_waits(now)
+        self.check_waits(now)
         self._vote_unheld(now)
         handlers.check_history_wait(self, now)
         self._coordinate(now)
@@ -1374,11 +1375,11 @@ class MembershipLayer:
                 session.handle_timer(now)
         if self.phase in ANNOUNCING and now >= self.next_join:
             self.next_join = now + self.cfg.heartbeat_interval
-            self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
+            self.send_message(Join(self.settings, self.durable.known.view_id if self.durable.known
                             else 0, self.leaving, self.last_delivered))
         elif self.leaving and self.phase is not Phase.LEFT and now >= self.next_join:
             self.next_join = now + self.cfg.membership_retry
-            self._send(Join(self.settings, self.durable.known.view_id if self.durable.known
+            self.send_message(Join(self.settings, self.durable.known.view_id if self.durable.known
                             else 0, True, self.last_delivered))
         self.evaluate(now)
 
@@ -1424,9 +1425,9 @@ class MembershipLayer:
 
     def _after_session_input(self, now: float) -> None:
         if self.accept_wait is not None or self.phase in INSTALL_PENDING:
-            self._check_waits(now)
+            self.check_waits(now)
 
-    def _send(self, msg: Message) -> None:
+    def send_message(self, msg: Message) -> None:
         view = self.view.view_id if self.view is not None else 0
         self.outq.append(MembershipDatagram(self.node_id, view, self.me.incarnation, msg))
 
@@ -1434,7 +1435,7 @@ class MembershipLayer:
         out, self.outq = self.outq, []
         return out
 
-    def _update_durable(self, **changes: object) -> None:
+    def update_durable(self, **changes: object) -> None:
         from dataclasses import replace
 
         self.durable = replace(self.durable, **changes)  # type: ignore[arg-type]
@@ -1487,7 +1488,7 @@ def _may_have_missed(proposal: Proposal, me: Member) -> bool:
     member of both views (same incarnation, ``may_hold``) to vouch for the empty cut:
     where it installed the predecessor it reported what it released there, and it
     installs this view only by closing the predecessor at that cut, having delivered
-    nothing ordered (a member that delivered more is excluded, ``_decided``). Without
+    nothing ordered (a member that delivered more is excluded, ``on_decided``). Without
     such a member an empty cut may say only that no promiser reported the predecessor
     (a whole cluster restarted: its new lives remember nothing of it): a gap. The cut
     counts vertices, not ordered messages, so this errs on the side of a notice (a

@@ -2,7 +2,7 @@
 
 One value (``Phase``) says where a member stands with respect to its view, so that the
 layer asks it instead of reading a combination of optional fields; ``TRANSITIONS`` lists
-every move the layer makes, and ``MembershipLayer._become`` is the only place that
+every move the layer makes, and ``MembershipLayer.become`` is the only place that
 changes the phase (it checks the move against this table). The table is the one the
 layer's code had, made explicit: nothing here adds a move or forbids one it made.
 
@@ -91,11 +91,11 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 - ``JOINING`` -> ``STEADY``/``FROZEN``: a view with us is decided (``_install``).
 - ``STEADY`` -> ``FROZEN``: a promise (``_promise``).
 - ``STEADY``/``FROZEN`` -> ``INSTALLING``: the successor with us is decided
-  (``_decided``); -> ``LEAVING``: a leaver's successor without it (``_excluded_by``);
+  (``on_decided``); -> ``LEAVING``: a leaver's successor without it (``_excluded_by``);
   -> ``ABANDONED``: no quorum, excluded, paused, a stuck flush (``_lose_view``);
   -> ``LEFT``: a leaver excluded where it cannot close the view at the cut.
 - ``INSTALLING``/``REJOINING`` -> ``STEADY``/``FROZEN``: the cut is held
-  (``_check_waits``) or a later view is decided; -> ``ABANDONED``: the cut cannot be
+  (``check_waits``) or a later view is decided; -> ``ABANDONED``: the cut cannot be
   completed here within ``4 * flush_timeout``.
 - ``LEAVING`` -> ``LEFT``: the cut is held and the flush done (``_finish_leaving``), or
   it cannot be within ``4 * flush_timeout``.

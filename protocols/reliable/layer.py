@@ -41,7 +41,6 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from ..errors import ProtocolViolation
 from ..vocabulary import ServiceLevel
@@ -55,6 +54,7 @@ from ..wire.limits import (
 )
 from ..wire.membership import Availability, HeldVertex
 from .causal import DUPLICATE, HELD, CausalReleaser
+from .config import ReliableConfig
 from .ratelimit import PeerLimiter
 from .repair import Lateness, NackTimers, RepairTimers
 from .stability import AckMatrix
@@ -122,7 +122,7 @@ class ReliableLayer:
         node_id: int,
         members: tuple[int, ...],
         *,
-        config: Any,
+        config: ReliableConfig,
         rng: random.Random,
         now: float,
         drop: Drop,

@@ -39,22 +39,22 @@ def test_a_move_the_table_does_not_list_is_refused() -> None:
     layer = c.nodes[0].membership
     assert layer.phase is Phase.STEADY and layer.closing is None
     with pytest.raises(TransitionError):
-        layer._become(Phase.JOINING)
+        layer.become(Phase.JOINING)
     with pytest.raises(TransitionError):
-        layer._become(Phase.REJOINING, Closing(None, 0.0))  # type: ignore[arg-type]
+        layer.become(Phase.REJOINING, Closing(None, 0.0))  # type: ignore[arg-type]
     assert layer.phase is Phase.STEADY
 
 
 COMPILED = not layer_module.__file__.endswith(".py")
-"""``make native``: a compiled class calls its own ``_become`` directly, past a patch."""
+"""``make native``: a compiled class calls its own ``become`` directly, past a patch."""
 
 
-@pytest.mark.skipif(COMPILED, reason="records moves by patching _become: interpreted only")
+@pytest.mark.skipif(COMPILED, reason="records moves by patching become: interpreted only")
 def test_view_changes_and_a_graceful_leave_go_through_their_phases(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     moves: set[tuple[Phase, Phase]] = set()
-    become = MembershipLayer._become
+    become = MembershipLayer.become
 
     def recording(self: MembershipLayer, phase: Phase, closing: Closing | None = None) -> None:
         before = self.phase
@@ -65,7 +65,7 @@ def test_view_changes_and_a_graceful_leave_go_through_their_phases(
         if phase in (Phase.STEADY, Phase.FROZEN):
             assert (self.promised_at is not None) == (phase is Phase.FROZEN)
 
-    monkeypatch.setattr(MembershipLayer, "_become", recording)
+    monkeypatch.setattr(MembershipLayer, "become", recording)
     c = Cluster(4, seed=13, node_config=CFG, bootstrap="join",
                 network=NetworkConfig(default=LinkFaults(loss=0.02)))
     c.schedule(Fault(1.0, "leave", (2,), 5.0))
