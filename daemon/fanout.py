@@ -76,11 +76,11 @@ class Host(Protocol):
     join_refused: str | None
     id_claimed: tuple[int, float] | None
     in_primary_view: Any  # an asyncio.Event
-    _ntail: Any  # the variant's child of the Ntail histogram, looked up once
+    ntail_histogram: Any  # the variant's child of the Ntail histogram, looked up once
 
     def now(self) -> float: ...
 
-    def _report_in_doubt(self, ev: MessagesInDoubt) -> None: ...
+    def report_in_doubt(self, ev: MessagesInDoubt) -> None: ...
 
 
 def messages_per_client(envelopes: tuple[bytes, ...]) -> dict[int, int]:
@@ -151,7 +151,7 @@ def deliver_batch(d: Host, ev: BatchDelivered) -> None:
         c.deliveries_to_clients += d.api.deliver(header, envs)
     d.metrics.latency.observe(max(0.0, ts - ev.send_ts))
     if ev.ntail is not None:
-        d._ntail.observe(ev.ntail)
+        d.ntail_histogram.observe(ev.ntail)
     if d.dlog is not None and count:
         assert d.node is not None
         d.dlog.delivery(
@@ -260,7 +260,7 @@ def membership_event(d: Host, ev: Any) -> None:
                   incarnation=ev.mine)
         d.id_claimed = (ev.incarnation, d.now())
     elif kind is MessagesInDoubt:
-        d._report_in_doubt(ev)
+        d.report_in_doubt(ev)
 
 
 def report_in_doubt(d: Host, ev: MessagesInDoubt) -> None:

@@ -41,7 +41,7 @@ class Host(Protocol):
 
     def now(self) -> float: ...
 
-    def _request_pump(self) -> None: ...
+    def request_pump(self) -> None: ...
 
 
 def reload_keys(d: Host, new: DaemonConfig) -> None:
@@ -95,7 +95,7 @@ def reload(d: Host, load: Callable[[], DaemonConfig]) -> None:
         log.info("member list reloaded", node=d.node_id,
                  old=list(old.node.members), new=list(new.node.members))
         d.config = old.model_copy(update={"node": new.node})
-        d._request_pump()
+        d.request_pump()
     if (isinstance(d.transport, UnicastTransport | RedundantTransport)
             and new.network.peers != old.network.peers):
         d.transport.set_peers(new.network.peers)  # names: at the next lookup round

@@ -40,7 +40,7 @@ The clock handed to the engine is ``time.monotonic()`` shifted once at start-up 
 Unix time, so it never jumps and ``send_ts`` reads as wall-clock seconds in the logs.
 
 Shutdown (SIGTERM/SIGINT) is ``amcast.daemon.shutdown``; its last step is
-``Daemon._close_resources``.
+``Daemon.close_resources``.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class Daemon:
         self._state_retry_at = 0.0
         self._state_retry: asyncio.TimerHandle | None = None
         self._closed = False
-        """``_close_resources`` ran: the sockets are closed, nothing more is pumped."""
+        """``close_resources`` ran: the sockets are closed, nothing more is pumped."""
         self.log_errors: list[str] = []
         """Why log files cannot be written, as of the last tick (empty: they can)."""
         self.own_outstanding = 0  # own application messages in the engine, not delivered here
@@ -183,7 +183,7 @@ class Daemon:
         """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
         self.transport: AnyTransport | None = None
         self.metrics = Metrics(self._scrape_snapshot)
-        self._ntail = self.metrics.ntail.labels(self.variant)
+        self.ntail_histogram = self.metrics.ntail.labels(self.variant)
         """The variant's child of the Ntail histogram, looked up once: ``labels`` costs
         more than the ``observe`` of each delivered vertex."""
         self.metrics_port: int | None = None
@@ -247,7 +247,7 @@ class Daemon:
             if cfg.metrics.enabled:
                 self.metrics_port = await self.metrics.serve(cfg.metrics)
         except BaseException:
-            self._close_resources()
+            self.close_resources()
             raise
         # Everything imported and built so far lives as long as the daemon: move it out of
         # the collector's reach, so a full collection walks only what the traffic made
@@ -258,11 +258,11 @@ class Daemon:
             loop.add_signal_handler(sig, self.request_stop, sig.name)
         if self._reload is not None:
             loop.add_signal_handler(signal.SIGHUP, self.reload)
-        self._every(cfg.logs.snapshot_interval_s, self._snapshot)
+        self._every(cfg.logs.snapshot_interval_s, self.snapshot_metrics)
         self._every(TICK_S, self._tick)
         if cfg.systemd.watchdog and self.notifier.watchdog_interval_s:
             self._every(self.notifier.watchdog_interval_s, self.notifier.watchdog)
-        self._request_pump()
+        self.request_pump()
         log.info(
             "amcastd ready", node=self.node_id, members=self.members,
             transport=cfg.network.transport,
@@ -288,7 +288,7 @@ class Daemon:
             log.info("amcastd stopping", node=self.node_id, reason=why)
             self._stop.set()
 
-    def _close_resources(self) -> None:
+    def close_resources(self) -> None:
         self._closed = True  # a pump already scheduled finds nothing to send on
         for handle in self._periodic:
             handle.cancel()
@@ -366,7 +366,7 @@ class Daemon:
                 self._failed("engine_error", "receive_datagram")
                 renewed_only = False
         if not renewed_only:
-            self._request_pump()
+            self.request_pump()
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -412,7 +412,7 @@ class Daemon:
                 queue.push(item)  # an empty queue holds any one frame (config checks)
                 self.counters.backpressure_events += 1
                 self.api.pause_sends()
-        self._request_pump()
+        self.request_pump()
         return None
 
     def _submit(self, item: Item) -> bool:
@@ -464,7 +464,7 @@ class Daemon:
         (at once without agreed membership)."""
         self.groups.request(conn.id, conn.name, kind, groups, ref, watch,
                             view=self.view_id, position=self.position, now=self.now())
-        self._request_pump()
+        self.request_pump()
 
     def submit_control(self, envelope: bytes) -> None:
         """A group-membership control envelope to multicast ``agreed``, in order with the
@@ -476,7 +476,7 @@ class Daemon:
             self.queue.push(item)
             self.counters.backpressure_events += 1
             self.api.pause_sends()
-        self._request_pump()
+        self.request_pump()
 
     def to_client(self, client: int, frame: dict[str, Any]) -> None:
         conn = self.api.clients.get(client)
@@ -484,7 +484,7 @@ class Daemon:
             conn.reply(frame)
 
     # ---- the pump ------------------------------------------------------------------
-    def _request_pump(self) -> None:
+    def request_pump(self) -> None:
         if not self._pump_scheduled and self._loop is not None:
             self._pump_scheduled = True
             self._loop.call_soon(self._pump)
@@ -604,7 +604,7 @@ class Daemon:
     def _retry_state(self) -> None:
         self._state_retry = None
         if self._unwritten_state is not None:
-            self._request_pump()
+            self.request_pump()
 
     def _arm_timer(self, known_at: tuple[float | None] | None = None) -> None:
         assert self.node is not None and self._loop is not None
@@ -637,7 +637,7 @@ class Daemon:
         """Any event but deliveries, drops and backpressure (``membership_event``)."""
         fanout.membership_event(self, ev)
 
-    def _report_in_doubt(self, ev: MessagesInDoubt) -> None:
+    def report_in_doubt(self, ev: MessagesInDoubt) -> None:
         """Own messages the engine gave up on, to their clients (``report_in_doubt``)."""
         fanout.report_in_doubt(self, ev)
 
@@ -681,7 +681,7 @@ class Daemon:
         if on:
             self.counters.flow_holds += 1
         node.hold_deliveries(on, self.now())
-        self._request_pump()
+        self.request_pump()
 
     # ---- metrics and logs (amcast.daemon.observe) --------------------------------------
     def _take_metrics_snapshot(self) -> MetricsSnapshot:
@@ -693,6 +693,6 @@ class Daemon:
         the scrape thread."""
         return observe.scrape_snapshot(self, self._loop, self._loop_thread)
 
-    def _snapshot(self) -> None:
+    def snapshot_metrics(self) -> None:
         """The periodic metrics record of the delivery log."""
         observe.log_snapshot(self)

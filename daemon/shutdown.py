@@ -6,7 +6,7 @@ locally (or, when the others can go on without this daemon, until every accepted
 is in a vertex, then leave gracefully) or ``shutdown.grace_s`` passes, report each send
 frame whose messages this daemon did not deliver (``undelivered``, from the ledger),
 tell clients ``shutting_down`` (their queued deliveries are flushed first), write a last
-metrics snapshot and close everything (``Daemon._close_resources``).
+metrics snapshot and close everything (``Daemon.close_resources``).
 
 The pump keeps running meanwhile: it is what delivers the last messages. It tells the
 shutdown what it waits for through ``Waits.after_pump``, called at the end of every pump.
@@ -74,11 +74,11 @@ class Host(Protocol):
 
     def now(self) -> float: ...
 
-    def _request_pump(self) -> None: ...
+    def request_pump(self) -> None: ...
 
-    def _snapshot(self) -> None: ...
+    def snapshot_metrics(self) -> None: ...
 
-    def _close_resources(self) -> None: ...
+    def close_resources(self) -> None: ...
 
 
 async def shutdown(d: Host) -> None:
@@ -96,7 +96,7 @@ async def shutdown(d: Host) -> None:
     if leaving:
         waits.sent = asyncio.Event()
     waiting = waits.sent if waits.sent is not None else waits.flushed
-    d._request_pump()
+    d.request_pump()
     if d.own_outstanding > 0 or d.queue:
         try:
             await asyncio.wait_for(waiting.wait(), d.config.shutdown.grace_s)
@@ -111,8 +111,8 @@ async def shutdown(d: Host) -> None:
     d.api.close_clients("shutting_down", "the daemon is stopping")
     # let the transports flush: clients read their last frames, see EOF and close
     await d.api.wait_closed(d.config.api.close_grace_s)
-    d._snapshot()
-    d._close_resources()
+    d.snapshot_metrics()
+    d.close_resources()
     c = d.counters
     log.info("amcastd stopped", node=d.node_id, delivered=c.messages_delivered,
              accepted=c.messages_accepted, own_delivered=c.own_messages_delivered,
@@ -138,7 +138,7 @@ async def leave(d: Host) -> None:
     assert node is not None
     left = d.waits.left = asyncio.Event()
     node.leave(d.now())
-    d._request_pump()
+    d.request_pump()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(left.wait(), d.config.shutdown.leave_timeout_s)
     if node.left:

@@ -246,7 +246,7 @@ class Node:
                             config.max_message_size, self.members)
         self.membership = MembershipLayer(
             config, node_id=node_id, potential=self.members, settings=settings,
-            durable=state, rng=rng, now=now, events=self._events, drop=self._drop,
+            durable=state, rng=rng, now=now, drop=self._drop,
             counters=self._counters,
         )
         self.membership.make_session = self._make_session
@@ -337,7 +337,7 @@ class Node:
             self._stats.backpressure_events += 1
             if not self._window.blocked:
                 self._window.blocked = True
-                self._events.append(BackpressureApplied(unstable, self._batcher.pending_bytes))
+                self._emit(BackpressureApplied(unstable, self._batcher.pending_bytes))
             raise BackpressureError(
                 f"window {unstable}/{self.config.window_size} vertices, "
                 f"{flight}/{self._window.cwnd} bytes, "
@@ -473,7 +473,7 @@ class Node:
         if sealed is None or dg.sender == self.node_id:
             return
         if clocks.refused(dg.sender, sealed.sent_ms, wall_ms, self._now):
-            self._events.append(PeerClockRefused(
+            self._emit(PeerClockRefused(
                 dg.sender, (sealed.sent_ms - wall_ms) / 1000, self.config.replay_window))
 
     def clock_offsets(self) -> dict[int, PeerClock]:
@@ -716,7 +716,7 @@ class Node:
             flight = session.reliable.unstable_bytes() if session is not None else 0
             if window.should_release(unstable, flight, batcher.pending_bytes):
                 window.blocked = False
-                self._events.append(BackpressureReleased(unstable, batcher.pending_bytes))
+                self._emit(BackpressureReleased(unstable, batcher.pending_bytes))
         # the same order as ever: membership, the retired views (oldest first), the
         # current view; ``take_datagrams`` of an empty layer returns [] and changes nothing
         out: list[Datagram | MembershipDatagram] = []
@@ -744,13 +744,15 @@ class Node:
         return data
 
     def events(self) -> list[Event]:
-        pending = self._events
-        if not pending:  # the usual call: nothing happened (own messages still pruned)
+        """What happened since the last call, in order: this Node's events and those
+        its membership layer (and the view sessions under it) raised."""
+        self._collect()
+        events = self._events
+        if not events:  # the usual call: nothing happened (own messages still pruned)
             if self._own:
                 self._prune_own()
             return []
-        events = pending.copy()
-        pending.clear()  # the layers below hold this very list
+        self._events = []
         own = self._own
         me = self.node_id
         stats = self._stats
@@ -795,7 +797,7 @@ class Node:
         session = ViewSession(
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
-            counters=self._counters, events=self._events, limiter=self._limiter,
+            counters=self._counters, limiter=self._limiter,
             lateness=self._lateness,
         )
         if self._holding:
@@ -813,6 +815,7 @@ class Node:
         if not keys:
             return
         me = self.node_id
+        self._collect()
         done = self._own_delivered | {  # and those delivered in this step (a flush)
             (ev.view, ev.seq) for ev in self._events
             if type(ev) is BatchDelivered and ev.sender == me}
@@ -827,10 +830,21 @@ class Node:
             self._stats.messages_in_doubt += len(doubt) + len(seen)
             if cut is None:
                 self._stats.messages_outcome_unknown += len(doubt) + len(seen)
-            self._events.append(MessagesInDoubt(view_id, doubt, seen, elsewhere,
+            self._emit(MessagesInDoubt(view_id, doubt, seen, elsewhere,
                                                 cut is not None))
+
+    def _collect(self) -> None:
+        """Move the membership layer's events behind ours (before raising one of ours:
+        one list in the order they were raised)."""
+        raised = self.membership.take_events()
+        if raised:
+            self._events.extend(raised)
+
+    def _emit(self, event: Event) -> None:
+        self._collect()
+        self._events.append(event)
 
     def _drop(self, reason: str, detail: str = "") -> None:
         drops = self._stats.drops
         drops[reason] = drops.get(reason, 0) + 1
-        self._events.append(DatagramDropped(reason, detail))
+        self._emit(DatagramDropped(reason, detail))

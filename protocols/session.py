@@ -107,7 +107,6 @@ class ViewSession:
         now: float,
         drop: Drop,
         counters: ReliableCounters,
-        events: list[Event],
         limiter: PeerLimiter | None = None,
         lateness: Lateness | None = None,
     ) -> None:
@@ -123,7 +122,9 @@ class ViewSession:
         if config.lazy_ack_delay > config.ack_delay:
             self.reliable.prompt_origins = prompt_origins(members, node_id, self.engine.phi)
         self._drop = drop
-        self._events = events
+        self.events: list[Event] = []
+        """What this session raised (its deliveries), until its membership layer collects
+        them (``MembershipLayer.take_events``)."""
         self._holdback = CausalHoldback(members)
         self._ordered: deque[tuple[Vertex, MessageDelivered, dict[int, int] | None]] = deque()
         self._causal_reasm = Reassembler()
@@ -310,7 +311,7 @@ class ViewSession:
             )
             self.position += count
             self.last_position = self.position - 1
-        self._events.append(event)
+        self.events.append(event)
 
     def _deliver(self, v: Vertex, reasm: Reassembler, d: MessageDelivered | None) -> None:
         payloads: list[bytes] = []

@@ -223,7 +223,6 @@ class MembershipLayer:
         durable: DurableState,
         rng: random.Random,
         now: float,
-        events: list[Event],
         drop: Drop,
         counters: ReliableCounters,
     ) -> None:
@@ -234,7 +233,8 @@ class MembershipLayer:
         self.durable = durable
         self.me = Member(node_id, durable.incarnation)
         self.rng = rng
-        self.events = events
+        self._events: list[Event] = []
+        """What this layer and its sessions raised, in order, until ``take_events``."""
         self._drop = drop
         self._counters = counters
         self.detector = FailureDetector(node_id, suspect_timeout=config.suspect_timeout, now=now)
@@ -435,6 +435,37 @@ class MembershipLayer:
         return out
 
     # ------------------------------------------------------------------ inputs
+
+    def take_events(self) -> list[Event]:
+        """What this layer and its view sessions raised since the last call, in the
+        order raised (the Node's ``events``)."""
+        session = self.session
+        if self.retired or (session is not None and session.events):
+            self._collect()
+        events = self._events
+        if not events:
+            return []
+        self._events = []
+        return events
+
+    def _collect(self) -> None:
+        """Move the sessions' events (deliveries) behind ours. A session raises events
+        only while this layer or the Node calls it, and this layer collects before it
+        raises one of its own and before it lets a session go, so one list keeps the
+        order they were raised in."""
+        out = self._events
+        for retired, _ in self.retired.values():
+            if retired.events:
+                out.extend(retired.events)
+                retired.events.clear()
+        session = self.session
+        if session is not None and session.events:
+            out.extend(session.events)
+            session.events.clear()
+
+    def _emit(self, event: Event) -> None:
+        self._collect()
+        self._events.append(event)
 
     def renew(self, sender: int, view: int, now: float) -> bool:
         """A repeat of ``sender``'s heartbeat of ``view`` that the session of that view
@@ -637,7 +668,7 @@ class MembershipLayer:
             if len(self._claims) >= 16:
                 self._claims.clear()
             self._claims.add(incarnation)
-            self.events.append(NodeIdClaimed(incarnation, self.me.incarnation))
+            self._emit(NodeIdClaimed(incarnation, self.me.incarnation))
         if self.primary and isinstance(msg, Join) and not msg.leaving:
             self.send_message(Refuse(Member(self.node_id, incarnation), "duplicate_node_id",
                               f"node {self.node_id} is a live member (incarnation "
@@ -709,7 +740,7 @@ class MembershipLayer:
         key = f"{incarnation}:{reason}:{detail}"
         if peer.reported != key:
             peer.reported = key
-            self.events.append(JoinRefused(node, reason, detail, False))
+            self._emit(JoinRefused(node, reason, detail, False))
         self.send_message(Refuse(Member(node, incarnation), reason, detail))
 
     # -- membership messages
@@ -768,7 +799,7 @@ class MembershipLayer:
         key = f"refused:{msg.reason}:{msg.detail}"
         if peer.reported != key:  # report each refusal once
             peer.reported = key
-            self.events.append(JoinRefused(self.node_id, msg.reason, msg.detail, True))
+            self._emit(JoinRefused(self.node_id, msg.reason, msg.detail, True))
 
     # ------------------------------------------------------------------ decisions
 
@@ -860,7 +891,7 @@ class MembershipLayer:
             self._future_count -= len(self.future.pop(view_id))
         self.future_since.clear()
         reachable = tuple(sorted(self.alive_members(now)))
-        self.events.append(QuorumLost(self.view.view_id, reason, reachable))
+        self._emit(QuorumLost(self.view.view_id, reason, reachable))
         self.next_join = now
 
     def check_waits(self, now: float) -> None:
@@ -912,7 +943,7 @@ class MembershipLayer:
         self.flushes += 1
         self.flush_deliveries += delivered
         started = self.leave_started if self.leave_started is not None else now
-        self.events.append(FlushCompleted(session.view_id, delivered, now - started))
+        self._emit(FlushCompleted(session.view_id, delivered, now - started))
         self._closed_elsewhere(session.view_id, dict(proposal.cut))
         self._lose_view(now, "left")
 
@@ -928,7 +959,7 @@ class MembershipLayer:
             delivered = closed.messages_delivered - before
             self.flushes += 1
             self.flush_deliveries += delivered
-            self.events.append(FlushCompleted(closed.view_id, delivered, now - frozen_at))
+            self._emit(FlushCompleted(closed.view_id, delivered, now - frozen_at))
             self.retired[closed.view_id] = (closed, now + RETIRE_AFTER)
             self._closed_elsewhere(closed.view_id, dict(proposal.cut))
         elif self.session is not None and not self.session.finished:
@@ -962,9 +993,9 @@ class MembershipLayer:
         left = tuple(sorted(n for n in gone if n in leavers))
         excluded = tuple(sorted(n for n in gone if n not in leavers))
         if gap:
-            self.events.append(OrderGap(new.view_id, self.last_delivered))
+            self._emit(OrderGap(new.view_id, self.last_delivered))
         assert self.session is not None
-        self.events.append(ViewInstalled(
+        self._emit(ViewInstalled(
             new.view_id, new.nodes, True, joined, left, excluded,
             previous.view_id if previous is not None else 0, self.session.phi,
         ))
@@ -990,6 +1021,7 @@ class MembershipLayer:
         self._install_session(view, now)
 
     def _install_session(self, view: ViewRecord, now: float) -> None:
+        self._collect()  # what the session we replace raised comes first
         self._version += 1
         self._last_delivered = self.last_delivered
         self.view = view
@@ -1048,7 +1080,7 @@ class MembershipLayer:
         self._note_blocked(r, why, now)
         r.deadline = now + self.cfg.flush_timeout
         r.retry_at = now + self.cfg.membership_retry
-        self.events.append(ViewProposed(proposal.view.view_id, proposal.view.nodes,
+        self._emit(ViewProposed(proposal.view.view_id, proposal.view.nodes,
                                         (r.ballot.number, r.ballot.node), r.reason))
         self._send_accept(r)
         handlers.accept(self, r.ballot, proposal, now, bool(r.holders))
@@ -1074,7 +1106,7 @@ class MembershipLayer:
         b.awaited = tuple(sorted(awaited))
         b.last = now
         if b.rounds >= BLOCKED_REPORT_AFTER and b.rounds & (b.rounds - 1) == 0:
-            self.events.append(ViewChangeBlocked(view, b.awaited, b.rounds, now - b.since))
+            self._emit(ViewChangeBlocked(view, b.awaited, b.rounds, now - b.since))
 
     def blocked_for(self, now: float) -> Blocked | None:
         """The view change this member, as coordinator, keeps proposing without deciding
@@ -1109,7 +1141,7 @@ class MembershipLayer:
         peer.held_back_until = now + hold
         peer.held_back_known = peer.known_view_id
         peer.answered_in_hold = math.inf
-        self.events.append(JoinerHeldBack(
+        self._emit(JoinerHeldBack(
             node, self.view.view_id if self.view is not None else 0, hold,
             peer.missed_rounds, renewed))
 
@@ -1279,7 +1311,7 @@ class MembershipLayer:
                 if (m.node != self.node_id and m.node not in self._suspected
                         and not self.detector.alive(m.node, now)):
                     self._suspected.add(m.node)
-                    self.events.append(MemberSuspected(
+                    self._emit(MemberSuspected(
                         m.node, view.view_id, self.detector.silent_for(m.node, now)))
             lease = {m.node for m in view.members} & (set(alive) | {self.node_id})
             if not has_quorum(lease, view.potential, self.cfg.expected_votes):
@@ -1307,7 +1339,10 @@ class MembershipLayer:
         self._vote_unheld(now)
         handlers.check_history_wait(self, now)
         self._coordinate(now)
-        for view_id in [v for v, (_, until) in self.retired.items() if until <= now]:
+        expired = [v for v, (_, until) in self.retired.items() if until <= now]
+        if expired:
+            self._collect()
+        for view_id in expired:
             del self.retired[view_id]
 
     def _forget_contenders(self, now: float) -> None:

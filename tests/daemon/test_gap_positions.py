@@ -49,7 +49,7 @@ async def test_the_gap_after_is_the_last_message_the_client_saw(make_cluster: An
     deliver(fake, [envelope(1, ["g"], [b"g", b"h", b"i", b"j"])])
     # the engine's after: its 4th payload (position 3), the daemon's 10th message
     fake.pending.append(OrderGap(VIEW + 3, (VIEW, 3)))
-    d._request_pump()
+    d.request_pump()
     frames = [await raw.next(), await raw.next()]
     assert sum(len(b[3]) for f in frames for b in f["batches"]) == 10
     assert await raw.sync(1) == []  # the gap came before the sync's reply
@@ -79,13 +79,13 @@ async def test_a_control_notice_last_or_nothing_ordered_moves_no_gap_position(
     c, d = await fake_daemon(make_cluster, fake)
     raw = await joined(c)
     fake.pending.append(OrderGap(VIEW, None))
-    d._request_pump()
+    d.request_pump()
     assert await raw.sync(1) == []
     assert raw.notices == [{"t": "gap", "view": VIEW, "after": None}]
     deliver(fake, [envelope(1, ["g"], [b"a", b"b"])], view=VIEW)
     deliver(fake, [encode_gone(VIEW + 1, 99)], view=VIEW + 1)  # a remote client went
     fake.pending.append(OrderGap(VIEW + 2, (VIEW + 1, 0)))
-    d._request_pump()
+    d.request_pump()
     frames = [await raw.next()]
     assert await raw.sync(2) == []
     assert raw.notices[-1] == {"t": "gap", "view": VIEW + 2,

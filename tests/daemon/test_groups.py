@@ -261,13 +261,13 @@ async def test_a_vertex_is_split_around_a_join(make_cluster: Any) -> None:
                            shutdown={"grace_s": 0.2}, api={"close_grace_s": 0.5})
     d = c.daemons[0]
     fake.deliver_submitted()  # the view's snapshot
-    d._request_pump()
+    d.request_pump()
     old = await Raw.open(c.socket(0))
     old.send({"t": "join", "groups": ["g"], "id": -1})
-    d._request_pump()
+    d.request_pump()
     await old.sync(-9)
     fake.deliver_submitted()
-    d._request_pump()
+    d.request_pump()
     await old.until("groups")
     new = await Raw.open(c.socket(0))
     new.send({"t": "join", "groups": ["g"], "members": True, "id": -1})
@@ -276,7 +276,7 @@ async def test_a_vertex_is_split_around_a_join(make_cluster: Any) -> None:
     fake.submitted.clear()
     fake.deliver([envelope(9, ["g"], [b"before"]), join, envelope(9, ["g"], [b"after"])],
                  sender=0)
-    d._request_pump()
+    d.request_pump()
     got = await new.until("deliver")
     assert [f["t"] for f in got] == ["members", "groups", "deliver"]
     assert got[0]["cause"] == "join" and got[0]["position"] == 1 and got[0]["view"] == 1

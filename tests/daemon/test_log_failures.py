@@ -210,10 +210,10 @@ async def test_deliveries_go_on_while_the_delivery_log_is_refused(
     disk.full = True
     for k in range(3):
         fake.deliver([envelope(7, ["g"], [f"m{k}".encode()])], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 3) == [b"m0", b"m1", b"m2"]
     assert d.counters.messages_delivered == 3 and not d.counters.drops
-    d._snapshot()  # the periodic flush: refused
+    d.snapshot_metrics()  # the periodic flush: refused
     d._tick()
     failures = d.counters.log_write_failures
     assert failures >= 1
@@ -224,9 +224,9 @@ async def test_deliveries_go_on_while_the_delivery_log_is_refused(
         d._take_metrics_snapshot())
     disk.full = False
     fake.deliver([envelope(7, ["g"], [b"after"])], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 1) == [b"after"]
-    d._snapshot()
+    d.snapshot_metrics()
     d._tick()
     assert d.status()["logs"]["errors"] == []
     records = lines(Path(d.config.logs.dir) / "delivery.jsonl")

@@ -63,7 +63,7 @@ async def test_malformed_envelopes_are_counted_drops_and_the_rest_goes_out(
                   envelope(7, ["g"], [b"two"])], sender=1)
     fake.deliver([raw_envelope([1, ["g"], [1, 2]]), envelope(7, ["g"], [b"three"]),
                   b"\xc1garbage"], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 3) == [b"one", b"two", b"three"]
     assert d.counters.drops["bad_envelope"] == 3
     assert d.counters.messages_delivered == 3 and d.position == 3
@@ -97,7 +97,7 @@ async def a_raising_handler_between_two_deliveries(make_cluster: Any, fake: Fake
     fake.deliver([envelope(3, ["g"], [b"before"])], sender=1)
     fake.pending.append(ExplodingView())  # type: ignore[arg-type]
     fake.deliver([envelope(3, ["g"], [b"after"])], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 2) == [b"before", b"after"]
     assert d.counters.drops["event_handler_error"] == 1
     return d, raw
@@ -109,7 +109,7 @@ async def test_an_event_whose_handler_raises_loses_no_other_event(make_cluster: 
     assert timer_armed(d, fake)
     # the pump keeps working afterwards
     fake.deliver([envelope(3, ["g"], [b"later"])], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 1) == [b"later"]
 
 
@@ -122,7 +122,7 @@ async def test_engine_calls_that_raise_do_not_stop_the_pump_or_the_timer(
     fake.timer_at = d.now() + 1000
     fake.raise_in = {"datagrams_to_send": 1}
     fake.deliver([envelope(3, ["g"], [b"x"])], sender=1)
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 1) == [b"x"]  # the next round of the same pump
     assert d.counters.drops["engine_error"] == 1
     assert timer_armed(d, fake)
@@ -133,7 +133,7 @@ async def test_engine_calls_that_raise_do_not_stop_the_pump_or_the_timer(
     assert await deliveries(raw, 1) == [b"y"]
     assert d.counters.drops["engine_error"] >= 3
     assert d._timer is not None  # a retry timer when next_timer() failed
-    d._request_pump()
+    d.request_pump()
     await raw.sync(1)
     assert timer_armed(d, fake)
     # datagrams from the network: one failing receive does not stop the others
@@ -167,7 +167,7 @@ async def test_frames_read_when_the_window_fills_are_queued_not_refused(
     assert "window" in server_side(d).info()["paused"]
     assert d.counters.client_errors == {}
     fake.release()  # the window opens: the queue drains, reading resumes
-    d._request_pump()
+    d.request_pump()
     await raw.sync(frames + 1)
     assert not d.queue and d.api.sends_paused is False
     got = [msgpack.unpackb(e)[2][0] for e, _ in fake.submitted]
@@ -252,7 +252,7 @@ async def test_undelivered_messages_are_reported_per_frame_at_shutdown(
     assert await raw.sync(13) == []
     assert len(fake.submitted) == 6 and d.ledger.messages == 7
     fake.deliver_submitted(2)  # frame 10 whole, the first message of frame 11
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 3) == [b"s1", b"s2", b"a" * 1000]
     fake.window = 0  # what is sent now waits in the submit queue, never submitted
     raw.send({"t": "send", "id": 14, "groups": ["g"], "payloads": [b"q1", b"q2"]})
@@ -294,11 +294,11 @@ async def test_own_messages_the_primary_delivered_are_retired_before_those_in_do
     assert await raw.sync(24) == []
     assert d.ledger.messages == 7 and d.own_outstanding == 7
     fake.deliver_submitted(1)  # frame 20, delivered here before the view was lost
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 2) == [b"a1", b"a2"]
     (b_env, _), (c_env, _), (d_env, _) = fake.submitted
     fake.pending.append(MessagesInDoubt(5, (c_env,), (), (b_env,)))
-    d._request_pump()
+    d.request_pump()
     elsewhere = await raw.next()  # the client hears of 21 too: delivered, but not here
     assert (elsewhere["code"], elsewhere["id"], elsewhere["first"], elsewhere["count"],
             elsewhere["outcome"]) == ("undelivered", 21, 0, 1, "delivered")
@@ -307,7 +307,7 @@ async def test_own_messages_the_primary_delivered_are_retired_before_those_in_do
     assert (error["code"], error["id"], error["first"], error["count"]) == ("undelivered", 22, 0, 3)
     assert d.ledger.messages == 1 and d.own_outstanding == 1
     fake.deliver([d_env])  # frame 23 in the next view
-    d._request_pump()
+    d.request_pump()
     assert await deliveries(raw, 1) == [b"d1"]
     assert d.ledger.messages == 0 and d.own_outstanding == 0
     assert d.counters.messages_reported_undelivered == 3
@@ -324,7 +324,7 @@ async def test_own_messages_of_a_view_whose_end_was_never_learned_are_of_unknown
     assert await raw.sync(31) == []
     ((e_env, _),) = fake.submitted
     fake.pending.append(MessagesInDoubt(5, (e_env,), cut_known=False))
-    d._request_pump()
+    d.request_pump()
     error = await raw.next()
     assert (error["code"], error["id"], error["first"], error["count"], error["outcome"]) == (
         "undelivered", 30, 0, 2, "unknown")
@@ -336,7 +336,7 @@ async def test_the_delivery_log_records_the_phi_the_engine_reports(make_cluster:
     fake = FakeNode(phi=7.25)  # no rule gives 7.25 for one member: read, not recomputed
     c, d = await fake_daemon(make_cluster, fake)
     fake.deliver([envelope(1, ["g"], [b"x"])], sender=0)
-    d._request_pump()
+    d.request_pump()
     await c.stop()
     log_dir = Path(d.config.logs.dir)
     recs = [json.loads(x) for x in (log_dir / "delivery.jsonl").read_text().splitlines()]
@@ -381,7 +381,7 @@ async def test_health_turns_false_when_nothing_is_delivered_while_messages_wait(
     status = (await raw.until("status"))[-1]
     assert status["health"]["ok"] is False and status["id"] == 3
     fake.deliver_submitted()
-    d._request_pump()
+    d.request_pump()
     await raw.sync(4)
     assert d.health() == {"ok": True, "problems": [], "warnings": []}
 
@@ -416,7 +416,7 @@ async def test_a_timer_an_input_made_due_is_handled_before_the_deliveries(
     c, d = await fake_daemon(make_cluster, fake)
     raw = await joined(c)
     fake.timer_at = d.now() + 1000
-    d._request_pump()
+    d.request_pump()
     await asyncio.sleep(0)
     fake.calls.clear()
     # one step: an input makes a timer due now and releases a delivery
@@ -438,7 +438,7 @@ async def test_a_pump_left_scheduled_at_shutdown_sends_nothing_on_closed_sockets
     c, d = await fake_daemon(make_cluster, fake)
     assert await c.stop() == [0]
     fake.outbox.append(b"late datagram")
-    d._request_pump()
+    d.request_pump()
     await asyncio.sleep(0)
     await asyncio.sleep(0)
     assert fake.outbox == [b"late datagram"]  # not taken: nothing pumped
