@@ -39,9 +39,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import plots
-from ..commands._common import CommandFailed
-from ..protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
+
+from amcast import plots
+from amcast.commands._common import CommandFailed
 
 NAME = "plot-peers"
 HELP = "chart a peer-harness run (W1: amcast, JGroups, Corosync) against N"
