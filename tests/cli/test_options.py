@@ -1,8 +1,8 @@
 """Every option of the ``amcast`` command line, checked in-process over the whole parser
 tree (``amcast.cli.build_parser``, and the checkout's benchmarks, ``bench.cli.build_parser``,
-which ``amcast bench`` hands the rest of its line): each help text formats, and a numeric option given
-``nan``, ``inf`` or a value below its least is refused in one line with exit status 2
-(``amcast.argtypes``), before anything starts."""
+which ``amcast bench`` hands the rest of its line): each help text formats, and a numeric
+option given ``nan``, ``inf`` or a value below its least is refused in one line with exit
+status 2 (``amcast.argtypes``), before anything starts."""
 
 from __future__ import annotations
 
