@@ -380,9 +380,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"peer rows: the latency runs of {args.peers} (its own run, on this "
                      "machine if it ran here)")
     if getattr(args, "plot", None) is not None:
-        from amcast import plots
+        from . import charts
 
-        plots.light_load(chart_series(rows), args.plot,
+        charts.light_load(chart_series(rows), args.plot,
                          title=f"light load: {args.rate:.0f} msgs/s from one member, "
                                f"{os.cpu_count()} CPUs")
         notes.append(f"chart: {args.plot}")
