@@ -165,6 +165,8 @@ container-test: install
 lock:
 	PYTHON=$(PYTHON) sh deploy/lock.sh
 
+# The benchmarks live in bench/, beside the package (not installed): `amcast bench NAME`
+# runs one from this checkout, as does `python -m bench NAME` here (docs/development.md).
 bench: install
 	$(VENV)/bin/amcast bench engine
 

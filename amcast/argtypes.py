@@ -1,5 +1,5 @@
 """Value types of the command line's options and its parser class, shared by
-``amcast.commands``, ``amcast.benchmarks`` and ``amcastd`` (a leaf: it imports nothing
+``amcast.commands``, the benchmarks (``bench/``) and ``amcastd`` (a leaf: it imports nothing
 of amcast, so the daemon may use it; tests/test_layering.py).
 
 Theory of operation: argparse calls an option's ``type`` on its text; an

@@ -45,7 +45,8 @@ EXIT_STATUSES = __doc__.split("never a traceback:\n\n", 1)[1].rstrip()
 
 
 DESCRIPTION = ("send and receive atomic multicast through the local amcastd, inspect it,\n"
-               "and run local clusters, the demo, benchmarks and log analyses")
+               "and run local clusters, the demo, log analyses and (from a source checkout)\n"
+               "benchmarks")
 
 
 class TopParser(OneLineParser):

@@ -189,7 +189,8 @@ def report(result: WorkloadResult) -> dict[str, Any]:
             *result.problems,
             f"the latency is that of a burst: {burst} messages sent as fast as the clients "
             "can, so a message waits behind the ones sent before it (the queues, not the "
-            "protocol); amcast bench cluster measures latency at a paced rate",
+            "protocol); amcast bench cluster (from a source checkout) measures latency at a "
+            "paced rate",
             f"analyse the logs with: amcast analyze {result.log_dir}",
         ],
     }

@@ -5,7 +5,7 @@ the daemon append a line to ``trace.ndjson`` in its log directory (owner-only, r
 like the delivery log) for each client send frame it accepts and each datagram carrying
 vertices that it sends or receives. ``amcast bench cluster --trace`` joins the files of
 all daemons with their delivery logs to time each stage of one message
-(``amcast.benchmarks.trace_stages``): client frame in, vertex made, datagram sent,
+(``bench.trace_stages``): client frame in, vertex made, datagram sent,
 received at each member, each member's vote (its first vertex after the receipt: a
 vertex follows everything its maker released, so it is a vote for the message, ToTo
 section 3), the votes back at the sender, ordered, and the client hop out.

@@ -9,9 +9,10 @@ writes ``OUTDIR/man1/amcast.1``, ``OUTDIR/man8/amcastd.8``,
 ``bashcompinit``).
 
 Theory of operation: every parser is walked, subparsers included (``amcast cluster
-start``, ``amcast bench engine``), so a new subcommand or option appears in the pages and
-in completion without editing anything here. The text is argparse's own (descriptions,
-help strings with their defaults expanded, the epilog); double backticks become bold.
+start``), so a new subcommand or option appears in the pages and in completion without
+editing anything here (``amcast bench`` is one entry: the benchmarks are not installed).
+The text is argparse's own (descriptions, help strings with their defaults expanded, the
+epilog); double backticks become bold.
 Only the standard library is used, so the build host needs nothing beyond the project.
 """
 
@@ -246,7 +247,8 @@ def generate(out: Path) -> list[Path]:
             {
                 "DESCRIPTION": "Each command talks to the local amcastd through its unix "
                                "socket (--socket, default $AMCAST_SOCKET), or runs locally "
-                               "(cluster, demo, simulate, bench, analyze, keygen).",
+                               "(cluster, demo, simulate, analyze, keygen; bench runs the "
+                               "benchmarks of a source checkout, which are not installed).",
                 "EXIT STATUS": "  " + cli_doc.split("never a traceback:\n\n", 1)[1].strip(),
                 "SEE ALSO": "amcastd(8)",
             }),

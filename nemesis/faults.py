@@ -2,7 +2,7 @@
 
 Signals and restarts are ``LocalCluster``'s own (``kill``, ``pause``, ``terminate``,
 ``restart``: the helpers the failover tests use); partitions and lossy links are
-``amcast.faultrelay.FaultRelay``'s ``cut`` and ``set_faults`` on the unicast transport
+``tools.faultrelay.FaultRelay``'s ``cut`` and ``set_faults`` on the unicast transport
 (no root, no namespaces: every directed link already runs through the relay). Clock
 steps use libfaketime: each daemon runs under ``env LD_PRELOAD=libfaketime ...`` (a
 ``LocalCluster`` wrapper, which execs the daemon in place) reading its offset from a
@@ -36,10 +36,10 @@ from amcast.protocols.errors import AmcastError
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.simulation.network import LinkFaults
 
-from amcast.faultrelay import FaultRelay
 from amcast.keygen import new_keyring, write_keyring
 from amcast.localcluster import LocalCluster, free_port, render_toml, write_private
 from nemesis import schedule as S
+from tools.faultrelay import FaultRelay
 
 FAKETIME_LIBS = ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",

@@ -2,7 +2,7 @@
 
 Theory of operation. A run (``nemesis``) starts ``--nodes`` ``amcastd`` processes with
 ``amcast.localcluster.LocalCluster`` on loopback, over multicast or over unicast (then
-every directed link runs through an ``amcast.faultrelay.FaultRelay``, which is how
+every directed link runs through an ``tools.faultrelay.FaultRelay``, which is how
 partitions and lossy links are made without root), each daemon under libfaketime when
 it is installed (clock steps). A recording client per daemon sends a paced load
 (``nemesis.load``); a sampler asks every daemon for its ``status`` twice a second. The
@@ -39,13 +39,13 @@ from amcast.protocols.errors import AmcastError
 from amcast.protocols.simulation.checkers import Proc
 
 from amcast.faultload import CLOSED, DELIVER, GAP, VIEW, Recorder
-from amcast.faultrelay import FaultRelay
 from amcast.localcluster import LocalCluster, free_port
 from nemesis import checks
 from nemesis import schedule as S
 from nemesis.faults import Faults, clock_wrappers, faketime_library
 from nemesis.load import HealthSampler, Load
 from nemesis.logs import read_lives
+from tools.faultrelay import FaultRelay
 
 CONVERGE_S = 60.0
 """Bound on the cluster's convergence once the faults stop (a loaded 2-core host)."""

@@ -28,11 +28,11 @@ ALLOWED: dict[str, set[str]] = {
     "daemon": {"protocols", "socket_protocol", "root", "argtypes"},
     "client": {"socket_protocol", "protocols", "root"},
     "analytics": set(),
-    "tools": {"protocols", "socket_protocol", "client", "root", "analytics", "tools",
-              "argtypes"},
+    "cli": {"protocols", "socket_protocol", "client", "root", "analytics", "cli", "argtypes"},
 }
-"""``tools``: the CLI, commands, benchmarks, demo, local clusters and reports; they sit
-on top and nothing below imports them; they run daemons as processes, never import them.
+"""``cli``: the command line, its commands, the demo, local clusters, the load generator
+and reports; they sit on top and nothing below imports them; they run daemons as
+processes, never import them.
 ``client`` may use ``protocols`` for the error hierarchy only (checked below)."""
 
 PROTOCOL_LAYERS = {
@@ -70,7 +70,7 @@ def _unit(module: str) -> str:
         return second
     if second == "client":
         return "client"
-    return "tools"
+    return "cli"
 
 
 def _package(path: Path, module: str) -> str:
@@ -142,8 +142,46 @@ def test_the_checker_catches_each_kind_of_violation(tmp_path: Path) -> None:
     assert len(_problems("amcast.client", bad)) == 4
     assert _problems("amcast.cli", bad) == [
         "line 1: bare top-level import 'daemon'",
-        "line 2: tools must not import daemon (amcast.daemon.runner)",
+        "line 2: cli must not import daemon (amcast.daemon.runner)",
     ]
+
+
+BESIDE = ("bench", "tools", "fuzz", "nemesis")
+"""The repository's tooling folders beside the package (benchmarks, fault injection and
+attack tools, fuzzing, the nemesis): run from a checkout, never installed. They import
+``amcast`` absolutely, as any program does; nothing in the namespace imports them."""
+
+
+def _beside_problems(module: str, path: Path) -> list[str]:
+    """Imports of the tooling folders from a module of the installed namespace (an
+    installed amcast would fail to import it): static ones, deferred ones included."""
+    return [f"line {line}: {module} imports {name} (a folder of the checkout, not installed)"
+            for line, name in _imports(path, module) if name.split(".")[0] in BESIDE]
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_the_package_never_imports_the_tools_beside_it(module: str) -> None:
+    assert _beside_problems(module, MODULES[module]) == []
+
+
+def test_the_beside_checker_catches_an_import_of_the_tools(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import bench.cli\nfrom tools.floodattack import KINDS\n\n\n"
+                   "def f() -> None:\n    from nemesis import run\n")
+    assert [p.split(":")[0] for p in _beside_problems("amcast.demo", bad)] == [
+        "line 1", "line 2", "line 6"]
+
+
+@pytest.mark.parametrize("folder", BESIDE)
+def test_the_tools_beside_the_package_import_only_its_installed_names(folder: str) -> None:
+    """No bare ``daemon``/``protocols``/``analytics`` (what a checkout's root happens to
+    hold), and no module of them is inside the namespace's folders."""
+    paths = sorted((ROOT / folder).rglob("*.py"))
+    assert paths, folder
+    bare = [f"{path.relative_to(ROOT)}:{line}" for path in paths
+            for line, name in _imports(path, f"{folder}.x")
+            if name.split(".")[0] in ("daemon", "protocols", "analytics")]
+    assert bare == []
 
 
 def test_the_checker_sees_every_unit() -> None:

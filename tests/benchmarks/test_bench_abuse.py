@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from amcast.benchmarks import abuse
+from bench import abuse
 
 
 def test_deltas_keep_what_grew_and_describe_prints_them() -> None:

@@ -20,10 +20,10 @@ from pathlib import Path
 from amcast.protocols.reliable.ratelimit import RepairLimits
 from prometheus_client.parser import text_string_to_metric_families
 
-from amcast.benchmarks import flood
 from amcast.client import BlockingClient
 from amcast.client.records import DeliveredBatch
 from amcast.localcluster import LocalCluster
+from bench import flood
 from tests.steady import STEADY
 
 

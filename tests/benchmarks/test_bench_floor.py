@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from amcast.benchmarks import floor
+from bench import floor
 from tests.cli.test_bench_plot_peers import record, write
 
 pytestmark = pytest.mark.processes

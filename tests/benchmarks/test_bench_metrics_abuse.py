@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from amcast.benchmarks import metrics_abuse
+from bench import metrics_abuse
 
 pytestmark = pytest.mark.processes
 

@@ -13,7 +13,7 @@ from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import TotalOrderEngine
 from amcast.protocols.session import prompt_ackers
 
-from amcast.benchmarks import scale
+from bench import scale
 from tests.cli.helpers import amcast
 
 ORIGINAL = (TotalOrderEngine.insert, TotalOrderEngine.close, Node.receive_datagram)

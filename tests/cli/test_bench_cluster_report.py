@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from amcast.benchmarks.cluster import (
+from bench.cluster import (
     DATAGRAM_COLUMNS,
     KINDS,
     LATENCY_COLUMNS,
@@ -33,7 +33,7 @@ from amcast.benchmarks.cluster import (
     wakeups,
     window,
 )
-from amcast.benchmarks.trace_stages import STAGES
+from bench.trace_stages import STAGES
 from tests.cli.helpers import amcast
 
 SNMP = """Ip: Forwarding DefaultTTL InReceives

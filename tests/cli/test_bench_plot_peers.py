@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from amcast.benchmarks.peers_plot import FORMAT, label, per_rep, read_run
 from amcast.commands._common import CommandFailed
+from bench.peers_plot import FORMAT, label, per_rep, read_run
 from tests.cli.helpers import amcast
 
 DURATION = 10.0

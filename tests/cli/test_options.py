@@ -1,7 +1,8 @@
 """Every option of the ``amcast`` command line, checked in-process over the whole parser
-tree (``amcast.cli.build_parser``): each help text formats, and a numeric option given
-``nan``, ``inf`` or a value below its least is refused in one line with exit status 2
-(``amcast.argtypes``), before anything starts."""
+tree (``amcast.cli.build_parser``, and the checkout's benchmarks, ``bench.cli.build_parser``,
+which ``amcast bench`` hands the rest of its line): each help text formats, and a numeric
+option given ``nan``, ``inf`` or a value below its least is refused in one line with exit
+status 2 (``amcast.argtypes``), before anything starts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from amcast.cli import build_parser, main
+from bench import cli as bench_cli
 
 
 def parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
@@ -23,7 +25,7 @@ def parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iter
                 yield from parsers(sub, (*path, name))
 
 
-PARSERS = list(parsers(build_parser()))
+PARSERS = [*parsers(build_parser()), *list(parsers(bench_cli.build_parser(), ("bench",)))[1:]]
 NUMERIC = [
     (path, "/".join(action.option_strings))
     for path, parser in PARSERS for action in parser._actions

@@ -11,8 +11,8 @@ from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
 from amcast.protocols.wire.limits import WireLimits
 
-from amcast.benchmarks.cluster import summarize_stages
-from amcast.benchmarks.trace_stages import STAGES, message_stages
+from bench.cluster import summarize_stages
+from bench.trace_stages import STAGES, message_stages
 from tests.wire.sealing import WALL_MS, authenticator, decode
 
 KEY = b"k" * 32

@@ -1,7 +1,7 @@
 """Real daemons over lossy links: loss, duplication, reordering and one-way cuts.
 
 4 amcastd on loopback over the unicast transport, with amcast's default membership
-settings. Every directed link goes through ``amcast.faultrelay.FaultRelay``, a userspace
+settings. Every directed link goes through ``tools.faultrelay.FaultRelay``, a userspace
 relay in this process (``tc netem`` is missing from many CI kernels, and it needs
 namespaces and root; the relay needs neither). A recording client on every node sends
 200 messages/s (``amcast.faultload``); after the faults each test stops the load, waits
@@ -29,8 +29,8 @@ from amcast.protocols.simulation.network import LinkFaults
 
 from amcast.client import Client
 from amcast.faultload import GAP, FaultRun, loaded
-from amcast.faultrelay import FaultRelay
 from amcast.localcluster import LocalCluster, free_port
+from tools.faultrelay import FaultRelay
 
 NODES = 4
 SUSPECT_TIMEOUT = 0.8  # amcast's default, which these tests keep

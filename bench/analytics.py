@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import whole
-from ..protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
+
+from amcast.argtypes import whole
 
 NAME = "analytics"
 HELP = "delivery records/s the Spark analysis job processes (local mode, synthetic logs)"
@@ -38,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def log_set(args: argparse.Namespace, say: Any) -> tuple[Path, float]:
     """The cached log set's directory, generating it first if needed (and how long)."""
-    from ..analytics import synthetic
+    from amcast.analytics import synthetic
 
     directory = args.cache / f"records-{args.records}-nodes-{args.nodes}-seed-{args.seed}"
     logs = directory / "logs"
@@ -60,7 +61,7 @@ def log_set(args: argparse.Namespace, say: Any) -> tuple[Path, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The benchmark; an ordinary failure (no Java, a Spark error, ...) becomes a
     ``ConfigurationError``: one line and exit status 2."""
-    from ..analytics.errors import one_line
+    from amcast.analytics.errors import one_line
 
     try:
         return _run(args)
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from ..analytics.javacheck import require_java
+    from amcast.analytics.javacheck import require_java
 
     quiet = getattr(args, "json", False)
 
@@ -81,9 +82,9 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"... {msg}", file=sys.stderr, flush=True)
 
     require_java()
-    from ..analytics.job import Progress
-    from ..analytics.job import run as run_job
-    from ..analytics.session import get_session
+    from amcast.analytics.job import Progress
+    from amcast.analytics.job import run as run_job
+    from amcast.analytics.session import get_session
 
     logs, gen_s = log_set(args, say)
     size = sum(p.stat().st_size for p in logs.rglob("*.jsonl*"))

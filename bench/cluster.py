@@ -57,10 +57,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import non_negative, positive, whole
-from ..client import BlockingClient
-from ..loadgen import MIN_SIZE
-from ..localcluster import LocalCluster
+from amcast.argtypes import non_negative, positive, whole
+from amcast.client import BlockingClient
+from amcast.loadgen import MIN_SIZE
+from amcast.localcluster import LocalCluster
+
 from .options import group_sizes
 from .trace_stages import STAGES, message_stages
 
@@ -247,7 +248,7 @@ def read_rcvbuf_errors() -> int:
 
 
 def protocol_settings(pairs: list[str]) -> dict[str, Any]:
-    from ..commands.cluster import parse_protocol
+    from amcast.commands.cluster import parse_protocol
 
     return {"datagram_budget": 65000, **parse_protocol(pairs)}
 

@@ -25,13 +25,15 @@ import statistics
 import sys
 from typing import Any
 
-from ..argtypes import whole
-from ..protocols.events import FlushCompleted
-from ..protocols.node_config import NodeConfig
-from ..protocols.simulation.checkers import Proc
-from ..protocols.simulation.cluster import Cluster, Workload
-from ..protocols.simulation.faults import Fault
-from ..protocols.vocabulary import ServiceLevel
+from amcast.protocols.events import FlushCompleted
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.simulation.checkers import Proc
+from amcast.protocols.simulation.cluster import Cluster, Workload
+from amcast.protocols.simulation.faults import Fault
+from amcast.protocols.vocabulary import ServiceLevel
+
+from amcast.argtypes import whole
+
 from .options import group_sizes
 
 NAME = "views"

@@ -10,7 +10,7 @@ Theory of operation:
    delivered, the engine's bytes and datagrams sent and received, drops by reason; and
    its RSS from ``/proc``), wait ``--window`` seconds, sample again.
 3. For each attack of ``--attacks``, with the honest load still running: sample, run
-   the attacker (``python -m amcast.floodattack``, its own process) until it has sent
+   the attacker (``tools/floodattack.py``, its own process) until it has sent
    ``--datagrams`` datagrams to the group's address and port, wait ``--settle``
    seconds (repairs scheduled late), sample again.
    With ``--control``, the same attacker runs once more right after, sending to a port
@@ -54,14 +54,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import non_negative, positive, whole
-from ..client import BlockingClient
-from ..floodattack import KINDS
-from ..loadgen import MIN_SIZE
-from ..localcluster import LocalCluster, free_port
-from ..protocols.errors import AmcastError
-from ..protocols.node_config import NodeConfig
-from ..protocols.reliable.ratelimit import RepairLimits
+from amcast.protocols.errors import AmcastError
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.reliable.ratelimit import RepairLimits
+
+from amcast.argtypes import non_negative, positive, whole
+from amcast.client import BlockingClient
+from amcast.loadgen import MIN_SIZE
+from amcast.localcluster import LocalCluster, free_port
+from tools.floodattack import KINDS
+
+from . import children
 from .cluster import cpu_seconds
 
 NAME = "flood"
@@ -334,14 +337,14 @@ def _progress(line: str) -> None:
 
 def attacker_command(kind: str, cluster: LocalCluster, key_file: Path, view: int,
                      count: int, *extra: str) -> list[str]:
-    """The ``amcast.floodattack`` command line aimed at ``cluster``'s group (every member
+    """The ``tools/floodattack.py`` command line aimed at ``cluster``'s group (every member
     named), ``count`` datagrams of ``kind``; ``extra`` options appended."""
-    return [
-        sys.executable, "-m", "amcast.floodattack", "--kind", kind,
+    return children.tool(
+        "floodattack", "--kind", kind,
         "--group", cluster.group, "--port", str(cluster.port), "--count", str(count),
         "--members", ",".join(map(str, range(cluster.n))), "--view", str(view),
         "--key-file", str(key_file), *extra,
-    ]
+    )
 
 
 def _attack(
@@ -457,7 +460,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(attacks) - set(KINDS)
     if unknown:
         raise SystemExit(f"unknown attacks: {', '.join(sorted(unknown))} (know {KINDS})")
-    from ..commands.cluster import parse_protocol
+    from amcast.commands.cluster import parse_protocol
 
     tmp = None
     if args.dir is None:

@@ -11,7 +11,7 @@ rate, so the two compare within one run on one machine.
 
 Theory of operation, for each N in ``--nodes``:
 
-1. *Floor run.* N bare *node* processes (``python -m amcast.benchmarks.floor node``, on
+1. *Floor run.* N bare *node* processes (``python -m bench.floor node``, on
    uvloop as ``amcastd`` is) share one loopback multicast group (``LocalCluster``'s
    socket options: ``SO_REUSEPORT``, TTL 0, loopback on; each skips its own looped-back
    copies by source address, as the daemon does) and each serves one unix-socket client
@@ -59,11 +59,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import non_negative, positive, whole
-from ..commands._common import CommandFailed
-from ..loadgen import MIN_SIZE
-from ..localcluster import free_port
-from ..protocols.session import prompt_ackers
+from amcast.protocols.session import prompt_ackers
+
+from amcast.argtypes import non_negative, positive, whole
+from amcast.commands._common import CommandFailed
+from amcast.loadgen import MIN_SIZE
+from amcast.localcluster import free_port
+
+from . import children
 from .cluster import cpu_seconds, percentile, wakeups
 from .options import group_sizes
 
@@ -257,7 +260,7 @@ async def client_main(path: str, rate: float, duration: float, warmup: float,
 
 
 def _spawn(*argv: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "amcast.benchmarks.floor", *argv],
+    return subprocess.Popen([sys.executable, "-m", "bench.floor", *argv], env=children.env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -377,9 +380,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes.append(f"peer rows: the latency runs of {args.peers} (its own run, on this "
                      "machine if it ran here)")
     if getattr(args, "plot", None) is not None:
-        from .. import plots
+        from . import charts
 
-        plots.light_load(chart_series(rows), args.plot,
+        charts.light_load(chart_series(rows), args.plot,
                          title=f"light load: {args.rate:.0f} msgs/s from one member, "
                                f"{os.cpu_count()} CPUs")
         notes.append(f"chart: {args.plot}")

@@ -59,11 +59,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import socket_protocol as sp
-from ..argtypes import positive, whole
-from ..client import BlockingClient
-from ..loadgen import MIN_SIZE
-from ..localcluster import LocalCluster
+from amcast import socket_protocol as sp
+from amcast.argtypes import positive, whole
+from amcast.client import BlockingClient
+from amcast.loadgen import MIN_SIZE
+from amcast.localcluster import LocalCluster
 
 NAME = "abuse"
 HELP = (

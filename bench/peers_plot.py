@@ -19,7 +19,7 @@ A series is one system with one variant: the record's ``system`` (``amcast``,
 ``corosync-cpg-n4-tput-norr`` are two lines, "Corosync CPG" and "Corosync CPG (norr)",
 and a series holds both its throughput and its latency runs.
 
-The chart (``amcast.plots.against_n``) has three panels against N: ordered msgs/s (log
+The chart (``bench.charts.against_n``) has three panels against N: ordered msgs/s (log
 scale), sender latency p50 (marker) with p99 (top of the bar), and CPU µs per ordered
 message at saturation. The derived figures are written beside it (``--out x.png`` ->
 ``x.json``), so ``--from-json x.json --out y.png`` remakes the chart without the raw run.
@@ -39,9 +39,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import plots
-from ..commands._common import CommandFailed
-from ..protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
+
+from amcast.commands._common import CommandFailed
+
+from . import charts
 
 NAME = "plot-peers"
 HELP = "chart a peer-harness run (W1: amcast, JGroups, Corosync) against N"
@@ -228,7 +230,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         data = read_run(source, systems)
         png = Path(args.out) if args.out else source / DEFAULT_PNG
     figures = png.with_suffix(".json")
-    plots.against_n(data["series"], png,
+    charts.against_n(data["series"], png,
                     title=f"W1 against N ({Path(str(data.get('source', source))).name})")
     if args.from_json is None or figures.resolve() != source.resolve():
         figures.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -47,19 +47,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
+from amcast.protocols import node as node_module
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.node import Node
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
+from amcast.protocols.ordering.messages import DeliveryRule, MessageDelivered
+from amcast.protocols.simulation.cluster import Cluster, Workload
+from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import Datagram, Kind
+from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, TAG_BYTES
 
-from ..protocols import node as node_module
-from ..protocols.errors import ConfigurationError
-from ..protocols.node import Node
-from ..protocols.node_config import NodeConfig
-from ..protocols.ordering import OrderingConfig, TotalOrderEngine
-from ..protocols.ordering.messages import DeliveryRule, MessageDelivered
-from ..protocols.simulation.cluster import Cluster, Workload
-from ..protocols.simulation.network import LinkFaults, NetworkConfig
-from ..protocols.vocabulary import ServiceLevel
-from ..protocols.wire.auth import Authenticator
-from ..protocols.wire.codec import Datagram, Kind
-from ..protocols.wire.limits import SEAL_HEADER_BYTES, TAG_BYTES
 from .options import group_sizes
 
 NAME = "scale"

@@ -14,10 +14,12 @@ import sys
 import time
 from typing import Any
 
-from ..argtypes import whole
-from ..protocols.errors import ConfigurationError
-from ..protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
-from ..protocols.simulation.causal_broadcast import Topology, Workload, simulate
+from amcast.protocols.errors import ConfigurationError
+from amcast.protocols.ordering import CausalMessage, OrderingConfig, OrderingRule, TotalOrderEngine
+from amcast.protocols.simulation.causal_broadcast import Topology, Workload, simulate
+
+from amcast.argtypes import whole
+
 from .options import group_sizes
 
 NAME = "engine"

@@ -41,9 +41,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..argtypes import positive, whole
-from ..loadgen import MIN_SIZE
-from ..localcluster import LocalCluster
+from amcast.argtypes import positive, whole
+from amcast.loadgen import MIN_SIZE
+from amcast.localcluster import LocalCluster
+
 from .cluster import cpu_seconds
 
 NAME = "metrics-abuse"

@@ -1,11 +1,13 @@
-"""``python -m amcast.floodattack``: send a flood of attack datagrams to a group (loopback).
+"""``python -m tools.floodattack``: send a flood of attack datagrams to a group (loopback).
 
 The attacker of ``amcast bench flood`` and of the flood tests, a process of its own so
-that it competes for the CPU as a real one would. It multicasts ``--count`` datagrams to
-``--group:--port`` on 127.0.0.1 (TTL 0: they never leave the host), as fast as it can
-or at most ``--rate`` per second, and prints one JSON line: datagrams and bytes sent,
-seconds, and what the datagrams were. Every choice is drawn from ``--seed`` (not the
-sealing session: a fresh random one per run, as a node draws one per start).
+that it competes for the CPU as a real one would. An attack tool: not installed with
+amcast, run from a source checkout (its root, or ``python tools/floodattack.py``). It
+multicasts ``--count`` datagrams to ``--group:--port`` on 127.0.0.1 (TTL 0: they never
+leave the host), as fast as it can or at most ``--rate`` per second, and prints one JSON
+line: datagrams and bytes sent, seconds, and what the datagrams were. Every choice is
+drawn from ``--seed`` (not the sealing session: a fresh random one per run, as a node
+draws one per start).
 
 Kinds:
 
@@ -44,12 +46,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .keygen import read_keyring
-from .protocols.vocabulary import ServiceLevel
-from .protocols.wire.auth import SESSION_BYTES, Authenticator
-from .protocols.wire.codec import Datagram, Kind, Vertex, encode
-from .protocols.wire.keys import Keyring
-from .protocols.wire.limits import MAX_SEQ, WIRE_VERSION
+from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire.auth import SESSION_BYTES, Authenticator
+from amcast.protocols.wire.codec import Datagram, Kind, Vertex, encode
+from amcast.protocols.wire.keys import Keyring
+from amcast.protocols.wire.limits import MAX_SEQ, WIRE_VERSION
+
+from amcast.keygen import read_keyring
 
 KINDS = ("garbage", "forged", "replay", "insider", "insider-member")
 INSIDERS = ("insider", "insider-member")
@@ -103,7 +106,7 @@ class SeqTracker:
     the group with the key (an insider's view of the traffic)."""
 
     def __init__(self, group: str, port: int, keys: Keyring | None, view: int) -> None:
-        from .protocols.wire.limits import WireLimits
+        from amcast.protocols.wire.limits import WireLimits
 
         self._sock = open_socket(group, port, listen=True)
         self._sock.setblocking(False)
@@ -112,8 +115,8 @@ class SeqTracker:
         self.latest: dict[int, int] = {}
 
     def poll(self, limit: int = 512) -> None:
-        from .protocols.errors import DecodeError
-        from .protocols.wire.codec import decode_unchecked
+        from amcast.protocols.errors import DecodeError
+        from amcast.protocols.wire.codec import decode_unchecked
 
         for _ in range(limit):
             try:
@@ -178,9 +181,9 @@ def capture(group: str, port: int, seconds: float, limit: int) -> list[bytes]:
 
 def kinds_of(datagrams: list[bytes], keys: Keyring | None) -> dict[str, int]:
     """What the captured datagrams were (needs the key: for the report only)."""
-    from .protocols.errors import DecodeError
-    from .protocols.wire.codec import KIND_NAMES, decode_unchecked
-    from .protocols.wire.limits import WireLimits
+    from amcast.protocols.errors import DecodeError
+    from amcast.protocols.wire.codec import KIND_NAMES, decode_unchecked
+    from amcast.protocols.wire.limits import WireLimits
 
     auth, limits, out = Authenticator(keys, bytes(SESSION_BYTES)), WireLimits(), {}
     for raw in datagrams:
@@ -257,7 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m amcast.floodattack",
+        prog="python -m tools.floodattack",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -6,7 +6,7 @@ error), never a traceback from ``int()``.
 
 from __future__ import annotations
 
-from ..protocols.errors import ConfigurationError
+from amcast.protocols.errors import ConfigurationError
 
 
 def group_sizes(text: str, option: str, *, minimum: int = 1, why: str = "") -> list[int]:

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..argtypes import positive, whole
-from ..faultload import FaultRun, Recorder, percentile
-from ..localcluster import LocalCluster
+from amcast.argtypes import positive, whole
+from amcast.faultload import FaultRun, Recorder, percentile
+from amcast.localcluster import LocalCluster
+
 from .options import group_sizes
 
 NAME = "failover"

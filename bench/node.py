@@ -23,11 +23,12 @@ import sys
 import time
 from typing import Any
 
-from ..argtypes import whole
-from ..protocols.node_config import NodeConfig
-from ..protocols.simulation.cluster import Cluster, RunResult, Workload
-from ..protocols.simulation.network import LinkFaults, NetworkConfig
-from ..protocols.vocabulary import ServiceLevel
+from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.simulation.cluster import Cluster, RunResult, Workload
+from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
+from amcast.protocols.vocabulary import ServiceLevel
+
+from amcast.argtypes import whole
 
 NAME = "node"
 HELP = "control overhead, header size, repair latency and throughput of the full Node"

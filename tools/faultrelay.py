@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
-from .protocols.simulation.network import LinkFaults
+from amcast.protocols.simulation.network import LinkFaults
 
 MAX_DATAGRAM = 65_536
 READS_PER_WAKEUP = 64

@@ -1,1 +1,0 @@
-"""Benchmarks run by ``amcast bench NAME`` (see ``amcast.commands.bench``)."""
