@@ -13,7 +13,9 @@ Figures (issue 3, item 10):
 - repair latency at 5% loss: causal-service delivery latency at receivers that lost the
   first copy, next to the latency at those that did not;
 - nacks and retransmissions per lost copy (suppression at work);
-- Node throughput: messages per second through the full stack, n = 4 simulated nodes.
+- Node throughput: messages per second through the full stack, n = 4 simulated nodes;
+- an idle member's heartbeat: microseconds per repeated heartbeat at the receiver (the
+  renewal-only path, ``heartbeats``) against one that must be applied in full.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.vocabulary import ServiceLevel
 
 from amcast.argtypes import whole
+
+from .heartbeats import heartbeat_costs
 
 NAME = "node"
 HELP = "control overhead, header size, repair latency and throughput of the full Node"
@@ -152,6 +156,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    min_size=100, max_size=100, large_fraction=0.0)
     result, elapsed = _run(4, tp1, seed=seed)
     figures["throughput msgs/s, unbatched (one message per vertex)"] = len(result.sent) / elapsed
+    _progress("idle heartbeats: n=3, one receiver")
+    figures.update(heartbeat_costs(1000 if args.quick else 5000))
 
     return {
         "title": "amcast bench node: reliable causal multicast + ToTo (S-ToTo) Node, simulated",
