@@ -113,8 +113,9 @@ class ProductionProcess:
         self.data: dict[MsgId, tuple[tuple[int, ...], bytes]] = {}
         self.remote: dict[MsgId, dict[int, tuple[int, int]]] = defaultdict(dict)
         self._acked: dict[MsgId, tuple[int, tuple[int, ...]]] = {}
-        self.acks: dict[MsgId, dict[tuple[int, int], dict[int, tuple[tuple[int, ...], int]]]] = (
+        self.acks: dict[MsgId, dict[tuple[int, int], dict[tuple[int, ...], dict[int, int]]]] = (
             defaultdict(lambda: defaultdict(dict)))
+        """``acks[m][(group, ballot)][vector][member]``: the log length it acknowledged at."""
         self.delivered: set[MsgId] = set()
         self._dvc: dict[int, dict[int, DoViewChange]] = defaultdict(dict)
         self._suspected: frozenset[int] = frozenset()
@@ -180,7 +181,7 @@ class ProductionProcess:
             self._on_accept(msg, out)
         elif isinstance(msg, Accepted):
             if src in self.fed.groups.get(msg.group, ()):
-                self.acks[msg.mid][(msg.group, msg.ballot)][src] = (msg.vector, msg.length)
+                self._record_ack(src, msg)
         elif self.group is None or src not in self.members:
             return out
         elif isinstance(msg, ViewChange):
@@ -251,7 +252,7 @@ class ProductionProcess:
             if self.is_leader and a.mid not in self.lts:
                 self._append(a.mid, out)
             return
-        if a.ballot < self.ballot or self.is_leader:
+        if a.ballot < self.ballot or (a.ballot == self.ballot and self.is_leader):
             return
         self._early[(a.ballot, a.slot)] = a
         self._drain(out)
@@ -363,8 +364,12 @@ class ProductionProcess:
             self.clock = max(self.clock, *vector)
         assert self.group is not None
         acc = Accepted(mid, self.group, self.ballot, vector, len(self.log))
-        self.acks[mid][(self.group, self.ballot)][self.pid] = (vector, len(self.log))
+        self._record_ack(self.pid, acc)
         self._send_all(self.fed.processes(self.data[mid][0]), acc, out)
+
+    def _record_ack(self, src: int, a: Accepted) -> None:
+        by = self.acks[a.mid][(a.group, a.ballot)].setdefault(a.vector, {})
+        by[src] = max(by.get(src, 0), a.length)
 
     def _committed(self, mid: MsgId) -> int | None:
         """gts(m) if m is committed for this process now, else None."""
@@ -373,24 +378,17 @@ class ProductionProcess:
         if acks is None:
             return None
         own = acks.get((self.group, self.ballot), {})
-        vector: tuple[int, ...] | None = None
-        if self.config.leader_in_quorum:
-            lead = own.get(self.leader_of(self.ballot))
-            if lead is None or len(self.log) < lead[1]:
-                return None
-            vector = lead[0]
-        else:
-            for v, _ in own.values():
-                vector = v
-        if vector is None:
-            return None
-        for g in self.data[mid][0]:
-            need = self._majority(g)
-            ballots = [self.ballot] if g == self.group else [b for h, b in acks if h == g]
-            if not any(sum(v == vector for v, _ in acks.get((g, b), {}).values()) >= need
-                       for b in ballots):
-                return None
-        return max(vector)
+        leader = self.leader_of(self.ballot)
+        for vector, by in own.items():
+            if self.config.leader_in_quorum and (
+                    leader not in by or len(self.log) < by[leader]):
+                continue
+            if all(any(len(acks.get((g, b), {}).get(vector, {})) >= self._majority(g)
+                       for b in ([self.ballot] if g == self.group
+                                 else [b for h, b in acks if h == g]))
+                   for g in self.data[mid][0]):
+                return max(vector)
+        return None
 
     def _try_deliver(self, out: list[Output]) -> None:
         if self.group is None or self.status != NORMAL:
