@@ -122,6 +122,8 @@ class ProductionProcess:
         self._next_seq = 0
         self.mine: dict[MsgId, tuple[int, ...]] = {}
         self._payloads: dict[MsgId, bytes] = {}
+        self._targets: dict[MsgId, dict[int, set[int]]] = defaultdict(dict)
+        """Where each own multicast was submitted, per destination cluster."""
         self._hint: dict[int, tuple[int, int]] = {g: (0, m[0])
                                                   for g, m in federation.groups.items()}
 
@@ -167,10 +169,9 @@ class ProductionProcess:
                 self._on_submit(sub, out)
                 continue
             leader = self._hint[g][1]
-            if leader in self._suspected:
-                self._send_all(self.fed.groups[g], sub, out)
-            else:
-                out.append(Send(leader, sub))  # type: ignore[arg-type]
+            targets = set(self.fed.groups[g]) if leader in self._suspected else {leader}
+            self._targets[mid][g] = targets
+            self._send_all(sorted(targets), sub, out)
         return out
 
     def receive(self, now: float, src: int, msg: Message) -> list[Output]:
@@ -204,13 +205,13 @@ class ProductionProcess:
             leader = self.leader_of(self.ballot)
             if leader != self.pid and leader in new:
                 self._start_change(self.ballot + 1, out)
-        for gid, (_, leader) in self._hint.items():
-            if gid == self.group or leader not in newly:
-                continue
-            for mid, groups in sorted(self.mine.items()):
-                if gid in groups and mid not in self.delivered:
-                    sub = Submit(mid, groups, self._payloads[mid])
-                    self._send_all(self.fed.groups[gid], sub, out)
+        for mid, per_group in sorted(self._targets.items()):
+            for gid, targets in sorted(per_group.items()):
+                if targets & newly and mid not in self.delivered:
+                    members = self.fed.groups[gid]
+                    per_group[gid] = set(members)
+                    sub = Submit(mid, self.mine[mid], self._payloads[mid])
+                    self._send_all(members, sub, out)
         self._try_deliver(out)
         return out
 
