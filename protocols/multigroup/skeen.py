@@ -172,6 +172,7 @@ class ProductionProcess:
             targets = set(self.fed.groups[g]) if leader in self._suspected else {leader}
             self._targets[mid][g] = targets
             self._send_all(sorted(targets), sub, out)
+        self._try_deliver(out)
         return out
 
     def receive(self, now: float, src: int, msg: Message) -> list[Output]:
