@@ -159,10 +159,7 @@ def render_broadcast(rows: Sequence[BroadcastRow]) -> str:
         for i, m in enumerate(baselines.MODELS):
             far, near = b.rows[2 * i], b.rows[2 * i + 1]
             steps, msgs = baselines.paper(m, b.n)
-            if m == "symmetric":
-                paper = f"{msgs} [+{b.n * (b.n - 1)}]"
-            else:
-                paper = f"{msgs}"
+            paper = f"{msgs} [+{b.n * (b.n - 1)}]" if m == "symmetric" else f"{msgs}"
             cells.append(f"{_steps(far) + ' [' + _steps(near) + '] (' + steps + ')':>19} "
                          f"{far.messages:>5} {paper:>9}")
         lines.append(f"{b.n:>3}  " + "  ".join(cells))
