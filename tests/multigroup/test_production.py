@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from amcast.protocols.multigroup.convoy import measure
+from amcast.protocols.multigroup.convoy import render as render_convoy
 from amcast.protocols.multigroup.scalatom import Federation
 from amcast.protocols.multigroup.simulation import (
     CONTENTION,
@@ -119,3 +121,12 @@ def test_not_raising_the_clock_breaks_total_order(seed: int) -> None:
 def test_two_thousand_seeds_hold_every_property() -> None:
     report = sweep(range(2000), PRODUCTION, protocol="production")
     assert report["failed"] == [], report["violations"]
+
+
+def test_convoy_local_messages_wait_behind_global_ones() -> None:
+    alone = measure(2, 0.0, duration=10.0)
+    mixed = measure(2, 0.5, duration=10.0)
+    assert alone.local_mean is not None and mixed.local_mean is not None
+    assert alone.local_mean < 0.7 < 1.2 < mixed.local_mean
+    assert mixed.global_mean is not None and mixed.global_mean < 3.6
+    assert "local p99" in render_convoy([alone, mixed])
