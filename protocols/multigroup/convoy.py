@@ -12,7 +12,9 @@ other, chosen at random), local otherwise. Links inside a cluster take 0.2 time 
 (jitter 0.05), links between clusters 1.0 (jitter 0.2): a local message needs three
 intra-cluster delays (0.6), a global one about 0.2 + 1.0 + 1.0. The figures are the
 latency of every delivery (multicast to delivery, at each addressee), local and global
-apart.
+apart. ``crash_leader_at`` crashes the leader of cluster 0 at that time (the others
+suspect it 1 to 5 time units later, the simulator's failure detector): what a view
+change costs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class ConvoyRow:
     local_p99: float | None
     global_mean: float | None
     messages: int
+    local_max: float | None = None
 
 
 def _percentile(xs: Sequence[float], q: float) -> float:
@@ -43,7 +46,8 @@ def _percentile(xs: Sequence[float], q: float) -> float:
 
 
 def measure(clusters: int, global_share: float, seed: int = 1, rate: float = 2.0,
-            duration: float = 40.0, size: int = 3) -> ConvoyRow:
+            duration: float = 40.0, size: int = 3,
+            crash_leader_at: float | None = None) -> ConvoyRow:
     """One failure-free run; ``rate`` multicasts per time unit per cluster."""
     rng = random.Random(seed)
     fed = layout([size] * clusters)
@@ -60,8 +64,10 @@ def measure(clusters: int, global_share: float, seed: int = 1, rate: float = 2.0
             planned.append(PlannedMulticast(t, sender, dst))
             t += rng.expovariate(rate)
     planned.sort(key=lambda m: m.time)
+    crashes = {} if crash_leader_at is None else {fed.groups[0][0]: crash_leader_at}
     r = run_scenario(Scenario(fed, multicasts=tuple(planned), inter_faults=INTER,
-                              intra_faults=INTRA, protocol="production"), seed)
+                              intra_faults=INTRA, protocol="production", crashes=crashes),
+                     seed)
     if r.violations:
         raise AssertionError(r.violations[:3])
     local: list[float] = []
@@ -73,7 +79,8 @@ def measure(clusters: int, global_share: float, seed: int = 1, rate: float = 2.0
     return ConvoyRow(clusters, global_share,
                      sum(local) / len(local) if local else None,
                      _percentile(local, 0.99) if local else None,
-                     sum(glob) / len(glob) if glob else None, len(planned))
+                     sum(glob) / len(glob) if glob else None, len(planned),
+                     max(local) if local else None)
 
 
 def table(clusters: Sequence[int] = (1, 2, 4, 8),

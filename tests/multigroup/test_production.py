@@ -130,3 +130,10 @@ def test_convoy_local_messages_wait_behind_global_ones() -> None:
     assert alone.local_mean < 0.7 < 1.2 < mixed.local_mean
     assert mixed.global_mean is not None and mixed.global_mean < 3.6
     assert "local p99" in render_convoy([alone, mixed])
+
+
+def test_a_leader_crash_costs_a_view_change() -> None:
+    calm = measure(1, 0.0, duration=20.0)
+    crash = measure(1, 0.0, duration=20.0, crash_leader_at=10.0)
+    assert calm.local_max is not None and crash.local_max is not None
+    assert calm.local_max < 1.0 < crash.local_max
