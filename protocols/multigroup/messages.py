@@ -102,6 +102,8 @@ class Gossip:
 Message = Data | Timestamp | Estimate | Propose | Ack | Abort | Decide | Gossip
 ConsensusMessage = Estimate | Propose | Ack | Abort | Decide
 
+MESSAGE_TYPES = (Data, Timestamp, Estimate, Propose, Ack, Abort, Decide, Gossip)
+
 _MID = struct.Struct(">II")
 _KIND = {Data: 1, Timestamp: 2, Estimate: 3, Propose: 4, Ack: 5, Abort: 6, Decide: 7, Gossip: 8}
 

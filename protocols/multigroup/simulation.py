@@ -26,11 +26,13 @@ import heapq
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..simulation.network import LinkFaults, NetworkConfig, SimNetwork
+from . import messages as scalatom_messages
+from . import skeen_messages
 from .checkers import Datagram, Multicast, check_run
-from .messages import Message, MsgId, about, header_bytes
+from .messages import MsgId
 from .scalatom import (
     Deliver,
     Federation,
@@ -38,6 +40,25 @@ from .scalatom import (
     ScalatomConfig,
     ScalatomProcess,
 )
+from .skeen import ProductionConfig, ProductionProcess
+
+PROTOCOLS = ("scalatom", "production")
+"""``scalatom``: SCALATOM (``scalatom.py``); ``production``: Skeen's timestamps over
+ordered clusters (``skeen.py``)."""
+
+AnyMessage = scalatom_messages.Message | skeen_messages.Message
+
+
+def about(msg: AnyMessage) -> tuple[MsgId, ...]:
+    if isinstance(msg, scalatom_messages.MESSAGE_TYPES):
+        return scalatom_messages.about(msg)
+    return skeen_messages.about(msg)  # type: ignore[arg-type]
+
+
+def header_bytes(msg: AnyMessage) -> int:
+    if isinstance(msg, scalatom_messages.MESSAGE_TYPES):
+        return scalatom_messages.header_bytes(msg)
+    return skeen_messages.header_bytes(msg)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +88,12 @@ class Scenario:
     slow_factor: float = 8.0
     config: ScalatomConfig = field(default_factory=ScalatomConfig)
     max_events: int = 2_000_000
+    protocol: str = "scalatom"
+    production: ProductionConfig = field(default_factory=ProductionConfig)
+    partitions: tuple[tuple[frozenset[int], float, float], ...] = ()
+    """``(side, from, until)``: the side (a minority of one group) is cut off from every
+    other process during ``[from, until)``; datagrams across wait for ``until`` (the
+    reliable channels), and each side suspects the other side's group members."""
 
 
 @dataclass(slots=True)
@@ -100,7 +127,11 @@ class _Sim:
                 intra |= {(a, b): clean for a in g for b in g if a != b}
         self.net = SimNetwork(NetworkConfig(default=sc.inter_faults, links=intra),
                               self.pids, rng)
-        self.procs = {p: ScalatomProcess(p, fed, sc.config) for p in self.pids}
+        if sc.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {sc.protocol!r}")
+        self.procs: dict[int, ScalatomProcess | ProductionProcess] = {
+            p: (ScalatomProcess(p, fed, sc.config) if sc.protocol == "scalatom"
+                else ProductionProcess(p, fed, sc.production)) for p in self.pids}
         self.crashed: set[int] = set()
         self.suspected: dict[int, set[int]] = defaultdict(set)
         self.heap: list[tuple[float, int, str, tuple]] = []
@@ -112,12 +143,22 @@ class _Sim:
         self._seq += 1
         heapq.heappush(self.heap, (t, self._seq, kind, args))
 
-    def send(self, now: float, src: int, dst: int, msg: Message, first: bool = True) -> None:
+    def _cut_until(self, now: float, src: int, dst: int) -> float | None:
+        for side, t0, t1 in self.sc.partitions:
+            if t0 <= now < t1 and (src in side) != (dst in side):
+                return t1
+        return None
+
+    def send(self, now: float, src: int, dst: int, msg: AnyMessage, first: bool = True) -> None:
         r = self.result
         r.datagrams.append(Datagram(src, dst, about(msg)))
         if first:
             r.sent_by_kind[type(msg).__name__] += 1
             r.largest_header = max(r.largest_header, header_bytes(msg))
+        cut = self._cut_until(now, src, dst)
+        if cut is not None:
+            self.at(cut, "retry", src, dst, msg)
+            return
         f = self.net.faults(src, dst)
         if f.loss and self.rng.random() < f.loss:
             self.at(now + self.sc.rto, "retry", src, dst, msg)
@@ -163,6 +204,15 @@ class _Sim:
         for obs, sus, t0, t1 in sc.false_suspicions:
             self.at(t0, "suspect", obs, sus, True)
             self.at(t1, "suspect", obs, sus, False)
+        for side, t0, t1 in sc.partitions:
+            for g in sc.federation.groups.values():
+                if not side & set(g):
+                    continue
+                for a in g:
+                    for b in g:
+                        if (a in side) != (b in side):
+                            self.at(t0, "suspect", a, b, True)
+                            self.at(t1, "suspect", a, b, False)
         events = 0
         while self.heap:
             events += 1
@@ -228,6 +278,9 @@ class SweepConfig:
     stable_after: float = 60.0
     slow_probability: float = 0.5
     """The chance of one slow group member (its links ``slow_factor`` times slower)."""
+    partition_probability: float = 0.0
+    """Per group of 3 or more: the chance that a minority of it (its leader, for the
+    production protocol, half the time) is cut off for a while."""
 
 
 CONTENTION = SweepConfig(messages=(20, 40), send_window=5.0, group_size=(3, 5))
@@ -270,20 +323,39 @@ def random_scenario(seed: int, cfg: SweepConfig = SweepConfig()) -> Scenario:
         t0 = rng.uniform(0.0, cfg.stable_after)
         false.append((obs, sus, t0, rng.uniform(t0, cfg.stable_after)))
     slow = rng.choice(members) if rng.random() < cfg.slow_probability else None
+    slow_factor = rng.uniform(3.0, 10.0)
+    partitions = []
+    if cfg.partition_probability:
+        for g in groups.values():
+            if len(g) >= 3 and rng.random() < cfg.partition_probability:
+                side = set(rng.sample(g, rng.randint(1, (len(g) - 1) // 2)))
+                if rng.random() < 0.5:
+                    side = {g[0]} | set(list(side)[:-1])
+                t0 = rng.uniform(0.0, cfg.send_window)
+                partitions.append((frozenset(side), t0, t0 + rng.uniform(2.0, 20.0)))
     return Scenario(fed, clients, tuple(multicasts), crashes, tuple(false),
                     cfg.inter_faults, cfg.intra_faults, slow_node=slow,
-                    slow_factor=rng.uniform(3.0, 10.0))
+                    slow_factor=slow_factor, partitions=tuple(partitions))
+
+
+PRODUCTION = SweepConfig(partition_probability=0.3)
+"""The production protocol's sweep: every fault of the SCALATOM sweep, and partitions
+inside clusters (the leader on the cut-off side half the time)."""
 
 
 def sweep(seeds: Iterable[int], cfg: SweepConfig = SweepConfig(),
-          progress: Callable[[str], None] | None = None) -> dict[str, object]:
+          progress: Callable[[str], None] | None = None,
+          protocol: str = "scalatom") -> dict[str, object]:
     """Run every seed and check it; ``failed`` lists the seeds with a violation."""
     failed: list[int] = []
     first: dict[str, list[str]] = {}
     seeds = list(seeds)
     delivered = 0
     for i, seed in enumerate(seeds):
-        r = run_scenario(random_scenario(seed, cfg), seed)
+        sc = random_scenario(seed, cfg)
+        if protocol != "scalatom":
+            sc = replace(sc, protocol=protocol)
+        r = run_scenario(sc, seed)
         delivered += sum(len(v) for v in r.deliveries.values())
         if r.violations:
             failed.append(seed)

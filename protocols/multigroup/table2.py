@@ -23,6 +23,15 @@ Where counting differs, and why:
   The bracketed 5 of the paper (gossip piggybacked on later traffic) is not modelled.
 - **MTO's R-multicast.** The paper writes ``d + (d-1)^2`` for it but sums ``k + k^2``;
   with the sender in Dst(m) the count is ``k + k^2``.
+
+The other rows. The **production protocol** (``skeen.py``) is counted the same way, in
+the multigroup simulator, sender the leader of the first destination cluster:
+``(G-1)`` submits, ``G(d-1)`` accepts and ``d(d-1)`` acknowledgements for G destination
+clusters, 3 steps (2 when Dst(m) is one cluster). The **broadcast** rows (fixed
+sequencer, symmetric, Chandra-Toueg) are the failure-free models of ``baselines.py``:
+every one of the n processes takes part, so they are counted at each n, sender not the
+sequencer or first coordinator (the paper's figures), and the sender as sequencer for
+the bracket.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import baselines
 from .simulation import (
     LinkFaults,
     PlannedMulticast,
@@ -51,6 +61,7 @@ class Row:
     messages: int
     gossip: int
     header: int
+    protocol: str = "scalatom"
 
     @property
     def paper_messages(self) -> int:
@@ -62,20 +73,21 @@ class Row:
         return (self.d - 1) ** 2
 
 
-def count(sizes: Sequence[int], extra_groups: int = 0) -> Row:
-    """One failure-free multicast from the first destination process to ``sizes``."""
+def count(sizes: Sequence[int], extra_groups: int = 0, protocol: str = "scalatom") -> Row:
+    """One failure-free multicast from the first destination process (for the production
+    protocol, the leader of the first destination cluster) to ``sizes``."""
     fed = layout(sizes, extra_groups)
     dst = tuple(range(len(sizes)))
     sender = fed.groups[0][0]
     sc = Scenario(fed, multicasts=(PlannedMulticast(0.0, sender, dst),),
-                  inter_faults=UNIT, intra_faults=UNIT)
+                  inter_faults=UNIT, intra_faults=UNIT, protocol=protocol)
     r = run_scenario(sc)
     if r.violations:
         raise AssertionError(r.violations)
     times = [t for per in r.delivery_times.values() for t in per.values()]
     gossip = r.sent_by_kind["Gossip"]
     return Row(sum(sizes), tuple(sizes), fed.n, min(times), max(times),
-               sum(r.sent_by_kind.values()) - gossip, gossip, r.largest_header)
+               sum(r.sent_by_kind.values()) - gossip, gossip, r.largest_header, protocol)
 
 
 def layouts(d: int) -> list[tuple[int, ...]]:
@@ -84,8 +96,26 @@ def layouts(d: int) -> list[tuple[int, ...]]:
 
 
 def table(ds: Sequence[int] = (2, 3, 4, 5, 6),
-          extra: Sequence[int] = (0, 2, 10)) -> list[Row]:
-    return [count(sizes, e) for d in ds for sizes in layouts(d) for e in extra]
+          extra: Sequence[int] = (0, 2, 10), protocol: str = "scalatom") -> list[Row]:
+    return [count(sizes, e, protocol) for d in ds for sizes in layouts(d) for e in extra]
+
+
+def production_messages(d: int, clusters: int) -> int:
+    """Submits to the other clusters' leaders, accepts, acknowledgements."""
+    return (clusters - 1) + clusters * (d - 1) + d * (d - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastRow:
+    n: int
+    rows: tuple[baselines.BaselineRow, ...]
+    """Per model: sender not the sequencer or first coordinator, then the sender as it."""
+
+
+def broadcast_table(ns: Sequence[int] = (2, 3, 4, 5, 6, 8, 12, 16)) -> list[BroadcastRow]:
+    return [BroadcastRow(n, tuple(baselines.count(m, n, s) for m in baselines.MODELS
+                                  for s in (n - 1, 0)))
+            for n in ns]
 
 
 def render(rows: Sequence[Row]) -> str:
@@ -102,8 +132,46 @@ def render(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def render_production(rows: Sequence[Row]) -> str:
+    head = (f"{'d':>2} {'groups':>7} {'n':>3}  {'steps':>5}  {'msgs':>4} {'formula':>7}  "
+            f"{'header B':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        steps = f"{r.min_steps:g}-{r.max_steps:g}" if r.min_steps != r.max_steps else (
+            f"{r.max_steps:g}")
+        lines.append(f"{r.d:>2} {'+'.join(map(str, r.sizes)):>7} {r.n:>3}  {steps:>5}  "
+                     f"{r.messages:>4} {production_messages(r.d, len(r.sizes)):>7}  "
+                     f"{r.header:>8}")
+    return "\n".join(lines)
+
+
+def _steps(r: baselines.BaselineRow) -> str:
+    return f"{r.min_steps:g}-{r.max_steps:g}" if r.min_steps != r.max_steps else (
+        f"{r.max_steps:g}")
+
+
+def render_broadcast(rows: Sequence[BroadcastRow]) -> str:
+    head = f"{'n':>3}  " + "  ".join(
+        f"{m + ' steps':>19} {'msgs':>5} {'paper':>9}" for m in baselines.MODELS)
+    lines = [head, "-" * len(head)]
+    for b in rows:
+        cells = []
+        for i, m in enumerate(baselines.MODELS):
+            far, near = b.rows[2 * i], b.rows[2 * i + 1]
+            steps, msgs = baselines.paper(m, b.n)
+            paper = f"{msgs} [+{b.n * (b.n - 1)}]" if m == "symmetric" else f"{msgs}"
+            cells.append(f"{_steps(far) + ' [' + _steps(near) + '] (' + steps + ')':>19} "
+                         f"{far.messages:>5} {paper:>9}")
+        lines.append(f"{b.n:>3}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
 def print_table() -> None:
     print(render(table()))
+    print()
+    print(render_production(table(protocol="production")))
+    print()
+    print(render_broadcast(broadcast_table()))
 
 
 if __name__ == "__main__":

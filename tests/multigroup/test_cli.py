@@ -16,6 +16,19 @@ def test_multigroup_preset_prints_seeds_and_failed(capsys: pytest.CaptureFixture
     assert report["seeds"] == 8 and report["failed"] == []
 
 
+def test_multigroup_preset_runs_the_production_protocol(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--preset", "multigroup", "--protocol", "production",
+                 "--seeds", "8", "--seed", "40", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["seeds"] == 8 and report["failed"] == []
+    assert report["protocol"] == "production"
+
+
+def test_protocol_option_belongs_to_the_multigroup_preset() -> None:
+    assert main(["simulate", "--preset", "faults", "--protocol", "production"]) == 2
+
+
 def test_multigroup_preset_exits_1_on_a_violation(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import amcast.protocols.multigroup.simulation as sim
