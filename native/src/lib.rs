@@ -6,7 +6,10 @@
 
 
 pub mod auth;
+pub mod datagram;
 pub mod error;
+pub mod msgpack;
+pub mod pyrepr;
 pub mod replay;
 
 #[cfg(feature = "python")]

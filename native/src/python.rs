@@ -1,13 +1,16 @@
-//! The Python bindings: `amcast_native.Authenticator` and `amcast_native.ReplayGuard`,
-//! with the methods and refusals (`amcast.protocols.errors.DecodeError`, same reason
-//! and detail) of `protocols/wire/auth.py` and `protocols/wire/replay.py`.
+//! The Python bindings: `amcast_native.Authenticator`, `amcast_native.ReplayGuard` and
+//! `amcast_native.Decoder`, with the methods and refusals
+//! (`amcast.protocols.errors.DecodeError`, same reason and detail) of
+//! `protocols/wire/auth.py`, `protocols/wire/replay.py` and `protocols/wire/codec.py`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::buffer::PyBuffer;
+use pyo3::types::{PyBytes, PyTuple, PyType};
 
 use crate::auth::{Authenticator, SESSION_BYTES};
+use crate::datagram::{self, Decoded, Item, Limits};
 use crate::error::Refusal;
 use crate::replay::{ReplayGuard, Session, SessionState};
 
@@ -209,11 +212,177 @@ impl PyReplayGuard {
     }
 }
 
+/// `object.__new__` and the slot descriptors' `__set__` of `Vertex` and `Datagram`, in
+/// field order: the objects the constructors build, stored without their `__init__`
+/// (`codec._new_vertex`, `codec._new_datagram`).
+struct Slots {
+    new: Py<PyAny>,
+    vertex: Vec<Py<PyAny>>,
+    datagram: Vec<Py<PyAny>>,
+}
+
+/// The datagram decoder of one `WireLimits` (`codec.decode_body`): called with an
+/// authentic body, it returns the `Datagram` the Python core returns, or raises its
+/// `DecodeError`; a body of a kind it does not know goes to `fallback(body)` (the
+/// Python decoder).
+#[pyclass(name = "Decoder", module = "amcast_native", frozen)]
+struct PyDecoder {
+    limits: Limits,
+    kinds: Vec<Py<PyAny>>,
+    services: Vec<Py<PyAny>>,
+    vertex: Py<PyAny>,
+    datagram: Py<PyAny>,
+    fragment: Py<PyAny>,
+    fallback: Py<PyAny>,
+    slots: Option<Slots>,
+}
+
+/// The bytes of a `bytes` object without a copy, of another buffer (`memoryview`) copied.
+enum Body<'py> {
+    Borrowed(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
+}
+
+impl Body<'_> {
+    fn of<'py>(py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Body<'py>> {
+        if let Ok(bytes) = body.downcast::<PyBytes>() {
+            return Ok(Body::Borrowed(bytes.clone()));
+        }
+        Ok(Body::Owned(PyBuffer::<u8>::get(body)?.to_vec(py)?))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Borrowed(b) => b.as_bytes(),
+            Body::Owned(v) => v,
+        }
+    }
+}
+
+fn u64_of(value: i128) -> u64 {
+    // the decoder bounds every integer it returns to 0 ..= 2**63 - 1
+    value as u64
+}
+
+impl PyDecoder {
+    fn build<'py>(&self, py: Python<'py>, cls: &Py<PyAny>, setters: Option<&[Py<PyAny>]>,
+                  args: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        match (&self.slots, setters) {
+            (Some(slots), Some(setters)) => {
+                let obj = slots.new.bind(py).call1((cls.bind(py),))?;
+                for (setter, arg) in setters.iter().zip(args) {
+                    setter.bind(py).call1((&obj, arg))?;
+                }
+                Ok(obj)
+            }
+            _ => cls.bind(py).call1(PyTuple::new(py, args)?),
+        }
+    }
+
+    fn vertex<'py>(&self, py: Python<'py>, v: &datagram::Vertex<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let acks = PyTuple::new(py, v.acks.iter().map(|&(n, s)| (u64_of(n), u64_of(s))))?;
+        let mut items = Vec::with_capacity(v.items.len());
+        for item in &v.items {
+            items.push(match item {
+                Item::Whole(b) => PyBytes::new(py, b).into_any(),
+                Item::Fragment { total_len, offset, chunk } => self.fragment.bind(py).call1((
+                    u64_of(*total_len), u64_of(*offset), PyBytes::new(py, chunk)))?,
+            });
+        }
+        let args = vec![
+            u64_of(v.origin).into_pyobject(py)?.into_any(),
+            u64_of(v.seq).into_pyobject(py)?.into_any(),
+            acks.into_any(),
+            self.services[usize::from(v.service)].bind(py).clone(),
+            v.send_ts.into_pyobject(py)?.into_any(),
+            PyTuple::new(py, items)?.into_any(),
+        ];
+        self.build(py, &self.vertex, self.slots.as_ref().map(|s| s.vertex.as_slice()), args)
+    }
+
+    fn datagram<'py>(&self, py: Python<'py>, dg: &datagram::Datagram<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let nacks = PyTuple::new(
+            py, dg.nacks.iter().map(|&(n, f, l)| (u64_of(n), u64_of(f), u64_of(l))))?;
+        let mut vertices = Vec::with_capacity(dg.vertices.len());
+        for v in &dg.vertices {
+            vertices.push(self.vertex(py, v)?);
+        }
+        let acks = PyTuple::new(py, dg.acks.iter().map(|&(n, s)| (u64_of(n), u64_of(s))))?;
+        let args = vec![
+            self.kinds[usize::from(dg.kind)].bind(py).clone(),
+            u64_of(dg.sender).into_pyobject(py)?.into_any(),
+            u64_of(dg.view).into_pyobject(py)?.into_any(),
+            u64_of(dg.hb_seq).into_pyobject(py)?.into_any(),
+            nacks.into_any(),
+            PyTuple::new(py, vertices)?.into_any(),
+            acks.into_any(),
+        ];
+        self.build(py, &self.datagram, self.slots.as_ref().map(|s| s.datagram.as_slice()), args)
+    }
+
+    fn native<'py>(&self, py: Python<'py>, body: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match datagram::decode(body, &self.limits) {
+            Ok(Decoded::Datagram(dg)) => Ok(Some(self.datagram(py, &dg)?)),
+            Ok(Decoded::Foreign) => Ok(None),
+            Err(refusal) => Err(decode_error(py, refusal)),
+        }
+    }
+}
+
+#[pymethods]
+impl PyDecoder {
+    /// `limits`: `WireLimits`' `(max_datagram_bytes, max_array_len, max_members,
+    /// max_nack_ranges, max_vertices, max_items, max_message_size)`; `kinds`: the `Kind`
+    /// members of codes 0 to 4; `services`: the `ServiceLevel` of codes 0 to 2; `slots`:
+    /// `(object.__new__, Vertex setters, Datagram setters)` or `None` (the constructors).
+    #[new]
+    #[pyo3(signature = (limits, kinds, services, vertex, datagram, fragment, fallback, slots = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(limits: (usize, usize, usize, usize, usize, usize, u64), kinds: Vec<Py<PyAny>>,
+           services: Vec<Py<PyAny>>, vertex: Py<PyAny>, datagram: Py<PyAny>,
+           fragment: Py<PyAny>, fallback: Py<PyAny>,
+           slots: Option<(Py<PyAny>, Vec<Py<PyAny>>, Vec<Py<PyAny>>)>) -> PyResult<Self> {
+        if kinds.len() != 5 || services.len() != 3 {
+            return Err(PyValueError::new_err("5 kinds and 3 service levels"));
+        }
+        let slots = match slots {
+            Some((new, v, d)) if v.len() == 6 && d.len() == 7 => Some(Slots { new, vertex: v, datagram: d }),
+            Some(_) => return Err(PyValueError::new_err("6 vertex and 7 datagram setters")),
+            None => None,
+        };
+        let (max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
+             max_items, max_message_size) = limits;
+        Ok(PyDecoder {
+            limits: Limits {
+                max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
+                max_items, max_message_size: i128::from(max_message_size),
+            },
+            kinds, services, vertex, datagram, fragment, fallback, slots,
+        })
+    }
+
+    /// The decoded body (`codec.decode_body(body, limits)`), natively where it can.
+    fn __call__<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let data = Body::of(py, body)?;
+        match self.native(py, data.bytes())? {
+            Some(dg) => Ok(dg),
+            None => self.fallback.bind(py).call1((body,)),
+        }
+    }
+
+    /// The native decoder alone: the datagram, `None` where it would call `fallback`.
+    fn decode<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = Body::of(py, body)?;
+        self.native(py, data.bytes())
+    }
+}
+
 /// amcast's native data path (the Python core is the reference).
 #[pymodule]
 fn amcast_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAuthenticator>()?;
     m.add_class::<PyReplayGuard>()?;
+    m.add_class::<PyDecoder>()?;
     m.add("WINDOW", crate::replay::WINDOW)?;
     Ok(())
 }
