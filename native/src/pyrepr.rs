@@ -91,8 +91,13 @@ pub fn float_repr(f: f64) -> String {
     if f == 0.0 {
         return format!("{sign}0.0");
     }
-    // Rust's `{:e}` gives the shortest round-trip digits: "d.ddde±x"
-    let sci = format!("{:e}", f.abs());
+    // Rust's `{:e}` gives as few digits as round-trip ("d.ddde±x"); where several strings
+    // of that many digits do, Python takes the one nearest the value (ties to even), as
+    // Rust's exact formatting to that many digits does
+    let shortest = format!("{:e}", f.abs());
+    let n_digits = shortest.split_once('e').map_or(1, |(m, _)| m.len() - usize::from(m.len() > 1));
+    let nearest = format!("{:.*e}", n_digits - 1, f.abs());
+    let sci = if nearest.parse::<f64>() == Ok(f.abs()) { nearest } else { shortest };
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
@@ -126,7 +131,8 @@ mod tests {
         for (f, s) in [(1.0, "1.0"), (1e16, "1e+16"), (1e15, "1000000000000000.0"),
                        (0.0001, "0.0001"), (0.00001, "1e-05"), (-0.0, "-0.0"), (1.5, "1.5"),
                        (123.456, "123.456"), (1.5e300, "1.5e+300"), (5e-324, "5e-324"),
-                       (f64::INFINITY, "inf"), (f64::NAN, "nan"), (0.1, "0.1")] {
+                       (f64::INFINITY, "inf"), (f64::NAN, "nan"), (0.1, "0.1"),
+                       (2.98023223876953125e-08, "2.9802322387695312e-08")] {
             assert_eq!(float_repr(f), s);
         }
     }

@@ -1,26 +1,43 @@
 """One behaviour, two implementations: the native data path or the Python reference.
 
-Theory of operation. The per-datagram wire work (sealing, opening, the replay guard) has
-a native implementation in Rust (``native/``, the extension module ``amcast_native``,
-built by ``make rust``) and the Python one of ``auth`` and ``replay``, which stays the
-reference: the differential tests (``tests/native``) and the ``native_sealed`` fuzz
-target feed both the same datagrams and require the same decisions, reasons and bodies.
+Theory of operation. The per-datagram wire work (sealing, opening, the replay guard,
+decoding the data-plane datagram of section 1 of the ToTo paper) has a native
+implementation in Rust (``native/``, the extension module ``amcast_native``, built by
+``make rust``) and the Python one of ``auth``, ``replay`` and ``codec``, which stays the
+reference: the differential tests (``tests/native``) and the ``native_sealed`` and
+``native_decode`` fuzz targets feed both the same bytes and require the same decisions,
+reasons and details, bodies and datagrams.
+
+The native decoder knows the kinds DATA, ACK_ONLY, NACK, REPAIR and HEARTBEAT; a body of
+another kind (MEMBERSHIP, or one added to ``codec`` since) goes to ``codec.decode_body``,
+so a new kind works on either core before the native side learns it.
 
 ``AMCAST_CORE`` selects: ``pure`` the Python modules; ``native`` the extension (an
 ``ImportError`` if it is not built); unset or ``auto`` the extension when it imports,
-else Python. The engine's call sites do not use this module yet: it is the switch they
-will go through (docs/native.md).
+else Python. Of the engine's call sites, the Node decodes through ``make_decoder``; the
+authenticator and the replay guard are not switched there yet (docs/native.md).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
+from ..vocabulary import SERVICE_BY_CODE
 from .auth import Authenticator
+from .codec import KINDS, Datagram, Fragment, MembershipDatagram, Vertex, decode_body
 from .keys import Keyring
+from .limits import WireLimits
 from .replay import ReplayGuard
+
+Decode = Callable[[bytes | memoryview], Datagram | MembershipDatagram]
+"""``codec.decode_body`` with its limits bound: an authentic body in, a datagram out."""
+
+NATIVE_KINDS = 5
+"""The native decoder knows the kind codes below this one (DATA to HEARTBEAT)."""
 
 CORE_ENV = "AMCAST_CORE"
 CORES = ("auto", "pure", "native")
@@ -79,3 +96,41 @@ def make_replay_guard(window_s: float, max_sessions: int) -> Any:
     if module is None:
         return ReplayGuard(window_s, max_sessions)
     return module.ReplayGuard(window_s, max_sessions)
+
+
+def make_decoder(limits: WireLimits) -> Decode:
+    """A decoder of the selected core: called with an authentic body it returns what
+    ``codec.decode_body(body, limits)`` returns and raises the same ``DecodeError``
+    (reason and detail)."""
+    module = selected()
+    if module is None:
+        return partial(decode_body, limits=limits)
+    return native_decoder(module, limits)
+
+
+def _slot_setters() -> tuple[Any, list[Any], list[Any]] | None:
+    """``object.__new__`` and the slot descriptors' ``__set__`` of ``Vertex`` and
+    ``Datagram`` (what ``codec._new_vertex`` stores through); ``None`` where the classes
+    refuse ``object.__new__`` (the mypyc build): the native decoder calls the
+    constructors then."""
+    try:
+        object.__new__(Vertex)
+    except TypeError:
+        return None
+    fields = (tuple(Vertex.__dataclass_fields__),  # type: ignore[attr-defined]
+              tuple(Datagram.__dataclass_fields__))  # type: ignore[attr-defined]
+    return (object.__new__, [getattr(Vertex, name).__set__ for name in fields[0]],
+            [getattr(Datagram, name).__set__ for name in fields[1]])
+
+
+def native_decoder(module: ModuleType, limits: WireLimits) -> Decode:
+    """The extension's ``Decoder`` of ``limits``, falling back to ``codec.decode_body``
+    for the kinds it does not know."""
+    decoder: Decode = module.Decoder(
+        (limits.max_datagram_bytes, limits.max_array_len, limits.max_members,
+         limits.max_nack_ranges, limits.max_vertices, limits.max_items,
+         limits.max_message_size),
+        [KINDS[code] for code in range(NATIVE_KINDS)],
+        [SERVICE_BY_CODE[code] for code in range(3)],
+        Vertex, Datagram, Fragment, partial(decode_body, limits=limits), _slot_setters())
+    return decoder
