@@ -28,7 +28,8 @@ from typing import Any
 
 from ..vocabulary import SERVICE_BY_CODE
 from .auth import Authenticator
-from .codec import KINDS, Datagram, Fragment, MembershipDatagram, Vertex, decode_body
+from .codec import KINDS, Datagram, Fragment, MembershipDatagram, Vertex
+from .codec import decode_body as pure_decode_body
 from .keys import Keyring
 from .limits import WireLimits
 from .replay import ReplayGuard
@@ -104,8 +105,24 @@ def make_decoder(limits: WireLimits) -> Decode:
     (reason and detail)."""
     module = selected()
     if module is None:
-        return partial(decode_body, limits=limits)
+        return partial(pure_decode_body, limits=limits)
     return native_decoder(module, limits)
+
+
+_decoders: dict[int, tuple[WireLimits, Decode]] = {}
+"""The decoder of each ``WireLimits`` by ``id`` (a node keeps one); the entry holds its
+limits, which stay alive, so an id is not reused while its entry is here."""
+
+
+def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | MembershipDatagram:
+    """``codec.decode_body`` by the selected core: the Node's call site. The core is chosen
+    when a ``WireLimits`` first decodes (``AMCAST_CORE`` is not read per datagram)."""
+    entry = _decoders.get(id(limits))
+    if entry is None or entry[0] is not limits:
+        if len(_decoders) >= 64:
+            _decoders.clear()
+        entry = _decoders[id(limits)] = (limits, make_decoder(limits))
+    return entry[1](body)
 
 
 def _slot_setters() -> tuple[Any, list[Any], list[Any]] | None:
@@ -132,5 +149,5 @@ def native_decoder(module: ModuleType, limits: WireLimits) -> Decode:
          limits.max_message_size),
         [KINDS[code] for code in range(NATIVE_KINDS)],
         [SERVICE_BY_CODE[code] for code in range(3)],
-        Vertex, Datagram, Fragment, partial(decode_body, limits=limits), _slot_setters())
+        Vertex, Datagram, Fragment, partial(pure_decode_body, limits=limits), _slot_setters())
     return decoder
