@@ -215,6 +215,9 @@ impl PyReplayGuard {
 /// `object.__new__` and the slot descriptors' `__set__` of `Vertex` and `Datagram`, in
 /// field order: the objects the constructors build, stored without their `__init__`
 /// (`codec._new_vertex`, `codec._new_datagram`).
+/// `slots` as Python passes it: `(object.__new__, Vertex setters, Datagram setters)`.
+type SlotArgs = (Py<PyAny>, Vec<Py<PyAny>>, Vec<Py<PyAny>>);
+
 struct Slots {
     new: Py<PyAny>,
     vertex: Vec<Py<PyAny>>,
@@ -341,7 +344,7 @@ impl PyDecoder {
     fn new(limits: (usize, usize, usize, usize, usize, usize, u64), kinds: Vec<Py<PyAny>>,
            services: Vec<Py<PyAny>>, vertex: Py<PyAny>, datagram: Py<PyAny>,
            fragment: Py<PyAny>, fallback: Py<PyAny>,
-           slots: Option<(Py<PyAny>, Vec<Py<PyAny>>, Vec<Py<PyAny>>)>) -> PyResult<Self> {
+           slots: Option<SlotArgs>) -> PyResult<Self> {
         if kinds.len() != 5 || services.len() != 3 {
             return Err(PyValueError::new_err("5 kinds and 3 service levels"));
         }
