@@ -27,7 +27,8 @@ pub enum Value<'a> {
     Array(Vec<Value<'a>>),
     /// `{}`: `max_map_len=0` admits the empty map only.
     EmptyMap,
-    /// `ExtType(code, b"")`: `max_ext_len=0` admits empty extension values only.
+    /// `ExtType(code, b"")`: `max_ext_len=0` admits empty extension values only, of codes
+    /// 0 to 127.
     EmptyExt(i8),
 }
 
@@ -99,8 +100,9 @@ impl<'a> Reader<'a> {
     fn ext(&mut self, n: usize) -> Result<Value<'a>, UnpackError> {
         let code = self.take(1)?[0] as i8;
         self.take(n)?;
-        if n > 0 || code == -1 {
-            // longer than max_ext_len=0, or an empty timestamp (invalid)
+        if n > 0 || code < 0 {
+            // longer than max_ext_len=0, an empty timestamp (code -1: invalid) or another
+            // negative code (`ExtType` takes 0 to 127 only)
             return Err(VALUE_ERROR);
         }
         Ok(Value::EmptyExt(code))
@@ -285,6 +287,8 @@ mod tests {
         assert_eq!(err(b"\xa1a"), "ValueError");
         assert_eq!(err(b"\x81\x01\x02"), "ValueError");
         assert_eq!(err(b"\xc7\x00\xff"), "ValueError");
+        assert_eq!(err(b"\xc7\x00\x94\x01"), "ValueError"); // not ExtraData: code -108
+        assert_eq!(unpack(b"\xc7\x00\x7f", LIMITS), Ok(Value::EmptyExt(127)));
         assert_eq!(err(b"\xc4\x65"), "ValueError");
         let mut deep = vec![0x91u8; STACK_SIZE + 1];
         deep.push(1);

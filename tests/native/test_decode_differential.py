@@ -206,7 +206,8 @@ def test_random_msgpack_trees_decode_alike() -> None:
 def test_msgpack_edge_cases_decode_alike() -> None:
     """What Python's msgpack refuses and how: 0xc1, nesting deeper than its stack,
     trailing bytes, truncation anywhere, lengths past the limits, strings, maps and
-    extension values (an empty one is accepted, an empty timestamp is not), float32."""
+    extension values (an empty one of code 0 to 127 is accepted; an empty timestamp or
+    another negative code is not), float32."""
     deep = [b"\x91" * n + b"\x01" for n in (1023, 1024, 1025)]
     deep += [b"\x91" * 1024 + b"\x90", b"\x91" * 1025 + b"\x90", b"\x91" * 1024 + b"\x80",
              b"\x91" * 1025 + b"\x80"]
@@ -214,7 +215,8 @@ def test_msgpack_edge_cases_decode_alike() -> None:
              b"\x81\x01\x02", b"\xc7\x00\x05", b"\xc7\x00\xff", b"\xd4\x01\x02", b"\xc4\x65",
              b"\xdc\xff\xff", b"\xdd\xff\xff\xff\xff", b"\xc6\xff\xff\xff\xff",
              b"\xca\x7f\xc0\x00\x00", b"\xd9\x00", b"\xde\x00\x00", b"\xc8\x00\x00\x07",
-             b"\xdf\x00\x00\x00\x01\xc1"]
+             b"\xdf\x00\x00\x00\x01\xc1", b"\xc7\x00\x94\x01", b"\xc7\x00\x80",
+             b"\xc7\x00\x7f"]
     body = encode_body(random_datagram(random.Random(3)))
     cuts = [body[:n] for n in range(len(body))]
     # send_ts as float32 and as every integer width
