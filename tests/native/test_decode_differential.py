@@ -20,6 +20,7 @@ import msgpack
 import pytest
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire import native
 from amcast.protocols.wire.codec import (
     Datagram,
     Fragment,
@@ -31,7 +32,7 @@ from amcast.protocols.wire.codec import (
 from amcast.protocols.wire.limits import MAX_NODE_ID, MAX_SEQ, MAX_VIEW_ID, WireLimits
 from amcast.protocols.wire.native import native_decoder, native_module
 
-from fuzz.targets import native_decode
+from fuzz.targets import datagram, native_decode
 
 NATIVE = native_module()
 pytestmark = pytest.mark.skipif(
@@ -314,3 +315,19 @@ def test_the_checker_catches_a_decoder_that_disagrees() -> None:
         native_decode.check(membership, native_decode.DEFAULT, Greedy())
     native_decode.check(body, native_decode.DEFAULT,
                         partial(decode_body, limits=native_decode.DEFAULT))
+
+
+def test_the_node_decodes_with_the_native_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Node's call site (``native.decode_body``) takes the native decoder when it is
+    selected: ``peek`` and ``receive_datagram`` decode through it, alike."""
+    assert NATIVE is not None
+    monkeypatch.setenv(native.CORE_ENV, "native")
+    node = datagram.new_node(in_view=True)
+    body = encode_body(Datagram(Kind.NACK, 2, 1, 0, ((3, 1, 2),)))
+    sealed = datagram.AUTH.seal(body, 0)
+    assert node.peek(sealed) == decode_body(body, node._limits)
+    assert type(native._decoders[id(node._limits)][1]) is NATIVE.Decoder
+    node.receive_datagram(sealed, 0.0)
+    bad = datagram.AUTH.seal(encode_body(Datagram(Kind.NACK, 2, 1, 0)), 0)
+    with pytest.raises(DecodeError, match="empty nack"):
+        node.peek(bad)
