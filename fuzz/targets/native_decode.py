@@ -10,10 +10,10 @@ exactly: both return equal datagrams (``==`` and the same ``repr``, so ``-0.0`` 
 ``0.0``, an int and a float, an enum member and its value are told apart), or both raise
 ``DecodeError`` with the same reason *and* detail. Neither may raise anything else.
 
-The native decoder hands a body of a kind it does not know (MEMBERSHIP, a kind added
+The native decoder hands a body of a kind it does not know (one added to ``codec``
 later) to the Python one; the target also checks that it does so only for such bodies:
 its native-only answer (``Decoder.decode``) is ``None`` exactly when msgpack unpacks the
-body to something other than a six-element array with a kind code from 0 to 4.
+body to something other than a six-element array with a kind code from 0 to 5.
 
 Without the extension (``make rust`` not run) every input is accepted as is: the
 differential tests in ``tests/native`` say so by skipping.
@@ -26,13 +26,16 @@ from typing import Any
 import msgpack
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.vocabulary import ServiceLevel
+from amcast.protocols.wire import membership as m
 from amcast.protocols.wire.codec import (
     Datagram,
     Fragment,
     Kind,
+    MembershipDatagram,
     Vertex,
     decode_body,
     encode_body,
+    encode_membership_body,
 )
 from amcast.protocols.wire.limits import WireLimits
 from amcast.protocols.wire.native import NATIVE_KINDS, Decode, native_decoder, native_module
@@ -136,10 +139,37 @@ def sample_bodies() -> list[bytes]:
 
 
 def seeds() -> list[bytes]:
-    """The sample bodies and every body of the ``datagram`` target's seeds (membership
-    among them), each under both limits."""
-    bodies = sample_bodies()
+    """The sample bodies, a membership body of every message type and every body of the
+    ``datagram`` target's seeds, each under both limits."""
+    bodies = sample_bodies() + membership_bodies()
     for data in datagram.seeds():
         bodies.extend(body for _, body in datagram.records(data))
     bodies = list(dict.fromkeys(bodies))
     return [bytes((flags,)) + body for body in bodies for flags in (0, FLAG_SMALL)]
+
+
+def membership_bodies() -> list[bytes]:
+    """A MEMBERSHIP body of every message type, by the Python encoder."""
+    one = m.ViewRecord.agreed((1, 2, 3))
+    two = m.ViewRecord(2, (m.Member(1, 1), m.Member(2, 1), m.Member(4, 2)), (1, 2, 3, 4), 1)
+    proposal = m.Proposal(two, one, ((1, 5), (2, 3), (3, 0)))
+    ballot, promised = m.Ballot(3, 1), m.Ballot(4, 2)
+    settings = m.Settings("stoto", 0.5, None, 1024, (1, 2, 3))
+    other = m.Settings("lex", None, 2, 2**40, ())
+    availability = m.Availability(1, ((1, 5), (2, 3)), (m.HeldVertex(1, 6, ((2, 3),)),))
+    messages = [
+        m.Join(settings, 1, False, (1, 5)),
+        m.Join(other, 0, True, None),
+        m.Prepare(ballot, (m.Member(1, 1), m.Member(4, 2)), one),
+        m.Prepare(ballot, (), None),
+        m.Promise(ballot, one, 1, (promised, proposal), availability, settings, (1, 5), False),
+        m.Promise(ballot, None, 0, None, None, other, None, True),
+        m.Reject(ballot, promised, "stale", "ballot 3.1 < 4.2"),
+        m.Accept(ballot, proposal, True),
+        m.Accept(ballot, m.Proposal(one, None, ()), False),
+        m.Accepted(ballot, 2, True),
+        m.Accepted(ballot, 2, None),
+        m.Install(ballot, proposal),
+        m.Refuse(m.Member(4, 2), "settings", "rule: 'lex' (coordinator), 'stoto'"),
+    ]
+    return [encode_membership_body(MembershipDatagram(1, 7, 3, msg)) for msg in messages]

@@ -5,8 +5,8 @@
 //! the reference decoder `_decode_obj`, in its order and with its refusal reason and
 //! detail, and the hard limits of `WireLimits`.
 //!
-//! A body whose kind this decoder does not know (MEMBERSHIP, or a kind added to the
-//! Python core after this one) is not refused here: `decode` says `Foreign`, and the
+//! MEMBERSHIP datagrams go on to `membership::decode_message`. A body whose kind this
+//! decoder does not know (a kind added to the Python core after this one) is not refused here: `decode` says `Foreign`, and the
 //! caller hands the body to the Python decoder, which decodes it or raises the precise
 //! error. Everything else gets the reference's answer: the same datagram or the same
 //! `DecodeError` reason and detail.
@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 use crate::error::Refusal;
+use crate::membership::{decode_message, Message, MAX_INCARNATION};
 use crate::msgpack::{unpack, UnpackLimits, Value};
 use crate::pyrepr::repr40;
 
@@ -27,6 +28,7 @@ pub const ACK_ONLY: u8 = 1;
 pub const NACK: u8 = 2;
 pub const REPAIR: u8 = 3;
 pub const HEARTBEAT: u8 = 4;
+pub const MEMBERSHIP: u8 = 5;
 
 /// `WireLimits`, the fields the datagram decoder reads.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +40,7 @@ pub struct Limits {
     pub max_vertices: usize,
     pub max_items: usize,
     pub max_message_size: i128,
+    pub max_held_report: usize,
 }
 
 impl Default for Limits {
@@ -50,6 +53,7 @@ impl Default for Limits {
             max_vertices: 64,
             max_items: 65_536,
             max_message_size: 16 * 1024 * 1024,
+            max_held_report: 512,
         }
     }
 }
@@ -88,16 +92,18 @@ pub struct Datagram<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decoded<'a> {
     Datagram(Datagram<'a>),
+    /// `codec.MembershipDatagram`.
+    Membership { sender: i128, view: i128, incarnation: i128, message: Box<Message<'a>> },
     /// A well-framed body of a kind this decoder does not know: the Python decoder's.
     Foreign,
 }
 
-fn bad(detail: impl Into<String>) -> Refusal {
+pub(crate) fn bad(detail: impl Into<String>) -> Refusal {
     Refusal::new("bad_field", detail)
 }
 
 /// `fields.read_int`.
-fn read_int(value: &Value<'_>, lo: i128, hi: i128, what: &str) -> Result<i128, Refusal> {
+pub(crate) fn read_int(value: &Value<'_>, lo: i128, hi: i128, what: &str) -> Result<i128, Refusal> {
     match value {
         Value::Int(i) if lo <= *i && *i <= hi => Ok(*i),
         _ => Err(bad(format!("{what}={}", repr40(value)))),
@@ -105,7 +111,7 @@ fn read_int(value: &Value<'_>, lo: i128, hi: i128, what: &str) -> Result<i128, R
 }
 
 /// `fields.read_list`.
-fn read_list<'v, 'a>(value: &'v Value<'a>, what: &str) -> Result<&'v [Value<'a>], Refusal> {
+pub(crate) fn read_list<'v, 'a>(value: &'v Value<'a>, what: &str) -> Result<&'v [Value<'a>], Refusal> {
     match value {
         Value::Array(items) => Ok(items),
         _ => Err(bad(format!("{what} is not an array"))),
@@ -177,11 +183,16 @@ pub fn decode<'a>(body: &'a [u8], limits: &Limits) -> Result<Decoded<'a>, Refusa
         return Ok(Decoded::Foreign);
     }
     let kind = match fields[0] {
-        Value::Int(code @ 0..=4) => code as u8,
-        _ => return Ok(Decoded::Foreign), // MEMBERSHIP, a newer kind, or no kind at all
+        Value::Int(code @ 0..=5) => code as u8,
+        _ => return Ok(Decoded::Foreign), // a newer kind, or no kind at all
     };
     let sender = read_int(&fields[1], 0, MAX_NODE_ID, "sender")?;
     let view = read_int(&fields[2], 0, MAX_VIEW_ID, "view")?;
+    if kind == MEMBERSHIP {
+        let incarnation = read_int(&fields[3], 0, MAX_INCARNATION, "incarnation")?;
+        let message = decode_message(&fields[4], &fields[5], limits)?;
+        return Ok(Decoded::Membership { sender, view, incarnation, message: Box::new(message) });
+    }
     let hb_seq = read_int(&fields[3], 0, MAX_SEQ, "hb_seq")?;
     let flat = read_list(&fields[4], "nacks")?;
     if flat.len() % 3 != 0 || flat.len() > 3 * limits.max_nack_ranges {
@@ -314,7 +325,8 @@ mod tests {
         assert_eq!(refusal(b"\x96\x02\x00\x00\x00\x93\x00\x02\x01\x90"), bad("nack last=1"));
         assert_eq!(refusal(b"\x96\x03\x00\x00\x00\x90\x90"), bad("empty repair"));
         assert_eq!(refusal(b"\x96\x04\x00\x00\x00\x90\x91\x00"), bad("heartbeat acks length"));
-        assert_eq!(decode(b"\x96\x05\x00\x00\x00\x90\x90", &Limits::default()), Ok(Decoded::Foreign));
+        assert_eq!(refusal(b"\x96\x05\x00\x00\x00\x90\x90"), bad("membership message type"));
+        assert_eq!(decode(b"\x96\x06\x00\x00\x00\x90\x90", &Limits::default()), Ok(Decoded::Foreign));
         assert_eq!(decode(b"\x95\x00\x00\x00\x00\x90", &Limits::default()), Ok(Decoded::Foreign));
     }
 }

@@ -9,6 +9,7 @@
 pub mod auth;
 pub mod datagram;
 pub mod error;
+pub mod membership;
 pub mod msgpack;
 pub mod pyrepr;
 pub mod replay;

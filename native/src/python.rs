@@ -7,10 +7,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::buffer::PyBuffer;
-use pyo3::types::{PyBytes, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyString, PyTuple, PyType};
 
 use crate::auth::{Authenticator, SESSION_BYTES};
 use crate::datagram::{self, Decoded, Item, Limits};
+use crate::membership::{self, Message};
 use crate::error::Refusal;
 use crate::replay::{ReplayGuard, Session, SessionState};
 
@@ -215,6 +216,10 @@ impl PyReplayGuard {
 /// `object.__new__` and the slot descriptors' `__set__` of `Vertex` and `Datagram`, in
 /// field order: the objects the constructors build, stored without their `__init__`
 /// (`codec._new_vertex`, `codec._new_datagram`).
+/// `WireLimits`' `(max_datagram_bytes, max_array_len, max_members, max_nack_ranges,
+/// max_vertices, max_items, max_message_size, max_held_report)`.
+type LimitArgs = (usize, usize, usize, usize, usize, usize, u64, usize);
+
 /// `slots` as Python passes it: `(object.__new__, Vertex setters, Datagram setters)`.
 type SlotArgs = (Py<PyAny>, Vec<Py<PyAny>>, Vec<Py<PyAny>>);
 
@@ -238,6 +243,166 @@ struct PyDecoder {
     fragment: Py<PyAny>,
     fallback: Py<PyAny>,
     slots: Option<Slots>,
+    /// The classes of `membership` (see `MEMBERSHIP_CLASSES`), `None`: MEMBERSHIP
+    /// datagrams go to `fallback`.
+    membership: Option<Vec<Py<PyAny>>>,
+}
+
+/// The order of the membership classes the decoder is given.
+const MEMBERSHIP_CLASSES: [&str; 16] = [
+    "Ballot", "Member", "ViewRecord", "Proposal", "Settings", "HeldVertex", "Availability",
+    "Join", "Prepare", "Promise", "Reject", "Accept", "Accepted", "Install", "Refuse",
+    "MembershipDatagram",
+];
+const BALLOT: usize = 0;
+const MEMBER: usize = 1;
+const VIEW_RECORD: usize = 2;
+const PROPOSAL: usize = 3;
+const SETTINGS: usize = 4;
+const HELD_VERTEX: usize = 5;
+const AVAILABILITY: usize = 6;
+const JOIN: usize = 7;
+const PREPARE: usize = 8;
+const PROMISE: usize = 9;
+const REJECT: usize = 10;
+const ACCEPT: usize = 11;
+const ACCEPTED: usize = 12;
+const INSTALL: usize = 13;
+const REFUSE: usize = 14;
+const MEMBERSHIP_DATAGRAM: usize = 15;
+
+type Obj<'py> = Bound<'py, PyAny>;
+
+fn int<'py>(py: Python<'py>, value: i128) -> PyResult<Obj<'py>> {
+    Ok(u64_of(value).into_pyobject(py)?.into_any())
+}
+
+fn text<'py>(py: Python<'py>, ascii: &[u8]) -> Obj<'py> {
+    // membership::read_text admits ASCII only
+    PyString::new(py, &String::from_utf8_lossy(ascii)).into_any()
+}
+
+fn pairs<'py>(py: Python<'py>, pairs: &[(i128, i128)]) -> PyResult<Obj<'py>> {
+    Ok(PyTuple::new(py, pairs.iter().map(|&(a, b)| (u64_of(a), u64_of(b))))?.into_any())
+}
+
+fn none(py: Python<'_>) -> Obj<'_> {
+    py.None().into_bound(py)
+}
+
+/// Builds the `membership` objects from the decoder's tree.
+struct Builder<'c, 'py> {
+    py: Python<'py>,
+    classes: &'c [Py<PyAny>],
+}
+
+impl<'py> Builder<'_, 'py> {
+    fn make(&self, class: usize, args: Vec<Obj<'py>>) -> PyResult<Obj<'py>> {
+        self.classes[class].bind(self.py).call1(PyTuple::new(self.py, args)?)
+    }
+
+    fn ballot(&self, b: membership::Ballot) -> PyResult<Obj<'py>> {
+        self.make(BALLOT, vec![int(self.py, b.0)?, int(self.py, b.1)?])
+    }
+
+    fn members(&self, members: &[membership::Member]) -> PyResult<Obj<'py>> {
+        let items = members
+            .iter()
+            .map(|&(n, i)| self.make(MEMBER, vec![int(self.py, n)?, int(self.py, i)?]))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(self.py, items)?.into_any())
+    }
+
+    fn view(&self, v: Option<&membership::View>) -> PyResult<Obj<'py>> {
+        let Some(v) = v else { return Ok(none(self.py)) };
+        let potential = PyTuple::new(self.py, v.potential.iter().map(|&p| u64_of(p)))?;
+        self.make(VIEW_RECORD, vec![int(self.py, v.view_id)?, self.members(&v.members)?,
+                                   potential.into_any(), int(self.py, v.prev_id)?])
+    }
+
+    fn proposal(&self, p: &membership::Proposal) -> PyResult<Obj<'py>> {
+        self.make(PROPOSAL, vec![self.view(Some(&p.view))?, self.view(p.prev.as_ref())?,
+                                pairs(self.py, &p.cut)?])
+    }
+
+    fn settings(&self, s: &membership::Settings<'_>) -> PyResult<Obj<'py>> {
+        let py = self.py;
+        let phi = match s.phi {
+            Some(f) => f.into_pyobject(py)?.into_any(),
+            None => none(py),
+        };
+        let expected = match s.expected {
+            Some(e) => int(py, e)?,
+            None => none(py),
+        };
+        let members = PyTuple::new(py, s.members.iter().map(|&m| u64_of(m)))?;
+        self.make(SETTINGS, vec![text(py, s.rule), phi, expected, int(py, s.size)?,
+                                members.into_any()])
+    }
+
+    fn position(&self, p: Option<(i128, i128)>) -> PyResult<Obj<'py>> {
+        match p {
+            Some((v, s)) => Ok(PyTuple::new(self.py, [u64_of(v), u64_of(s)])?.into_any()),
+            None => Ok(none(self.py)),
+        }
+    }
+
+    fn availability(&self, a: Option<&membership::Availability>) -> PyResult<Obj<'py>> {
+        let Some(a) = a else { return Ok(none(self.py)) };
+        let held = a
+            .held
+            .iter()
+            .map(|(o, s, acks)| self.make(HELD_VERTEX, vec![int(self.py, *o)?, int(self.py, *s)?,
+                                                           pairs(self.py, acks)?]))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.make(AVAILABILITY, vec![int(self.py, a.view_id)?, pairs(self.py, &a.released)?,
+                                    PyTuple::new(self.py, held)?.into_any()])
+    }
+
+    fn boolean(&self, b: bool) -> PyResult<Obj<'py>> {
+        Ok(b.into_pyobject(self.py)?.to_owned().into_any())
+    }
+
+    fn message(&self, m: &Message<'_>) -> PyResult<Obj<'py>> {
+        let py = self.py;
+        match m {
+            Message::Join { settings, known_view, leaving, last } => self.make(JOIN, vec![
+                self.settings(settings)?, int(py, *known_view)?, self.boolean(*leaving)?,
+                self.position(*last)?]),
+            Message::Prepare { ballot, candidates, known } => self.make(PREPARE, vec![
+                self.ballot(*ballot)?, self.members(candidates)?, self.view(known.as_ref())?]),
+            Message::Promise { ballot, known, installed, accepted, availability, settings,
+                               last, held } => {
+                let vote = match accepted {
+                    Some((b, p)) => PyTuple::new(py, [self.ballot(*b)?, self.proposal(p)?])?
+                        .into_any(),
+                    None => none(py),
+                };
+                self.make(PROMISE, vec![
+                    self.ballot(*ballot)?, self.view(known.as_ref())?, int(py, *installed)?,
+                    vote, self.availability(availability.as_ref())?, self.settings(settings)?,
+                    self.position(*last)?, self.boolean(*held)?])
+            }
+            Message::Reject { ballot, promised, reason, detail } => self.make(REJECT, vec![
+                self.ballot(*ballot)?, self.ballot(*promised)?, text(py, reason),
+                text(py, detail)]),
+            Message::Accept { ballot, proposal, holder_voted } => self.make(ACCEPT, vec![
+                self.ballot(*ballot)?, self.proposal(proposal)?, self.boolean(*holder_voted)?]),
+            Message::Accepted { ballot, view_id, held } => {
+                let held = match held {
+                    Some(h) => self.boolean(*h)?,
+                    None => none(py),
+                };
+                self.make(ACCEPTED, vec![self.ballot(*ballot)?, int(py, *view_id)?, held])
+            }
+            Message::Install { ballot, proposal } => self.make(INSTALL, vec![
+                self.ballot(*ballot)?, self.proposal(proposal)?]),
+            Message::Refuse { target, reason, detail } => {
+                let target = self.make(MEMBER, vec![int(py, target.0)?, int(py, target.1)?])?;
+                self.make(REFUSE, vec![target, text(py, reason), text(py, detail)])
+            }
+        }
+    }
 }
 
 /// The bytes of a `bytes` object without a copy, of another buffer (`memoryview`) copied.
@@ -326,6 +491,13 @@ impl PyDecoder {
     fn native<'py>(&self, py: Python<'py>, body: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
         match datagram::decode(body, &self.limits) {
             Ok(Decoded::Datagram(dg)) => Ok(Some(self.datagram(py, &dg)?)),
+            Ok(Decoded::Membership { sender, view, incarnation, message }) => {
+                let Some(classes) = &self.membership else { return Ok(None) };
+                let builder = Builder { py, classes };
+                let message = builder.message(&message)?;
+                Ok(Some(builder.make(MEMBERSHIP_DATAGRAM, vec![
+                    int(py, sender)?, int(py, view)?, int(py, incarnation)?, message])?))
+            }
             Ok(Decoded::Foreign) => Ok(None),
             Err(refusal) => Err(decode_error(py, refusal)),
         }
@@ -334,17 +506,22 @@ impl PyDecoder {
 
 #[pymethods]
 impl PyDecoder {
-    /// `limits`: `WireLimits`' `(max_datagram_bytes, max_array_len, max_members,
-    /// max_nack_ranges, max_vertices, max_items, max_message_size)`; `kinds`: the `Kind`
-    /// members of codes 0 to 4; `services`: the `ServiceLevel` of codes 0 to 2; `slots`:
-    /// `(object.__new__, Vertex setters, Datagram setters)` or `None` (the constructors).
+    /// `limits`: `LimitArgs`; `kinds`: the `Kind` members of codes 0 to 4; `services`: the
+    /// `ServiceLevel` of codes 0 to 2; `slots`: `(object.__new__, Vertex setters,
+    /// Datagram setters)` or `None` (the constructors); `membership`: the classes of
+    /// `MEMBERSHIP_CLASSES` in that order, or `None` (MEMBERSHIP goes to `fallback`).
     #[new]
-    #[pyo3(signature = (limits, kinds, services, vertex, datagram, fragment, fallback, slots = None))]
+    #[pyo3(signature = (limits, kinds, services, vertex, datagram, fragment, fallback, slots = None,
+                        membership = None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(limits: (usize, usize, usize, usize, usize, usize, u64), kinds: Vec<Py<PyAny>>,
+    fn new(limits: LimitArgs, kinds: Vec<Py<PyAny>>,
            services: Vec<Py<PyAny>>, vertex: Py<PyAny>, datagram: Py<PyAny>,
            fragment: Py<PyAny>, fallback: Py<PyAny>,
-           slots: Option<SlotArgs>) -> PyResult<Self> {
+           slots: Option<SlotArgs>, membership: Option<Vec<Py<PyAny>>>) -> PyResult<Self> {
+        if membership.as_ref().is_some_and(|m| m.len() != MEMBERSHIP_CLASSES.len()) {
+            return Err(PyValueError::new_err(format!(
+                "the membership classes: {}", MEMBERSHIP_CLASSES.join(", "))));
+        }
         if kinds.len() != 5 || services.len() != 3 {
             return Err(PyValueError::new_err("5 kinds and 3 service levels"));
         }
@@ -354,13 +531,13 @@ impl PyDecoder {
             None => None,
         };
         let (max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
-             max_items, max_message_size) = limits;
+             max_items, max_message_size, max_held_report) = limits;
         Ok(PyDecoder {
             limits: Limits {
                 max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
-                max_items, max_message_size: i128::from(max_message_size),
+                max_items, max_message_size: i128::from(max_message_size), max_held_report,
             },
-            kinds, services, vertex, datagram, fragment, fallback, slots,
+            kinds, services, vertex, datagram, fragment, fallback, slots, membership,
         })
     }
 

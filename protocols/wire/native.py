@@ -8,9 +8,10 @@ reference: the differential tests (``tests/native``) and the ``native_sealed`` a
 ``native_decode`` fuzz targets feed both the same bytes and require the same decisions,
 reasons and details, bodies and datagrams.
 
-The native decoder knows the kinds DATA, ACK_ONLY, NACK, REPAIR and HEARTBEAT; a body of
-another kind (MEMBERSHIP, or one added to ``codec`` since) goes to ``codec.decode_body``,
-so a new kind works on either core before the native side learns it.
+The native decoder knows the kinds DATA, ACK_ONLY, NACK, REPAIR, HEARTBEAT and
+MEMBERSHIP (with every message of ``membership``); a body of another kind (one added to
+``codec`` since) goes to ``codec.decode_body``, so a new kind works on either core before
+the native side learns it.
 
 ``AMCAST_CORE`` selects: ``pure`` the Python modules; ``native`` the extension (an
 ``ImportError`` if it is not built); unset or ``auto`` the extension when it imports,
@@ -27,8 +28,9 @@ from types import ModuleType
 from typing import Any
 
 from ..vocabulary import SERVICE_BY_CODE
+from . import membership
 from .auth import Authenticator
-from .codec import KINDS, Datagram, Fragment, MembershipDatagram, Vertex
+from .codec import KINDS, Datagram, Fragment, Kind, MembershipDatagram, Vertex
 from .codec import decode_body as pure_decode_body
 from .keys import Keyring
 from .limits import WireLimits
@@ -37,8 +39,17 @@ from .replay import ReplayGuard
 Decode = Callable[[bytes | memoryview], Datagram | MembershipDatagram]
 """``codec.decode_body`` with its limits bound: an authentic body in, a datagram out."""
 
-NATIVE_KINDS = 5
-"""The native decoder knows the kind codes below this one (DATA to HEARTBEAT)."""
+NATIVE_KINDS = 6
+"""The native decoder knows the kind codes below this one (DATA to MEMBERSHIP)."""
+
+MEMBERSHIP_CLASSES = [
+    membership.Ballot, membership.Member, membership.ViewRecord, membership.Proposal,
+    membership.Settings, membership.HeldVertex, membership.Availability, membership.Join,
+    membership.Prepare, membership.Promise, membership.Reject, membership.Accept,
+    membership.Accepted, membership.Install, membership.Refuse, MembershipDatagram,
+]
+"""What the native decoder builds a MEMBERSHIP datagram of (with their constructors), in
+the order it expects."""
 
 CORE_ENV = "AMCAST_CORE"
 CORES = ("auto", "pure", "native")
@@ -146,8 +157,9 @@ def native_decoder(module: ModuleType, limits: WireLimits) -> Decode:
     decoder: Decode = module.Decoder(
         (limits.max_datagram_bytes, limits.max_array_len, limits.max_members,
          limits.max_nack_ranges, limits.max_vertices, limits.max_items,
-         limits.max_message_size),
-        [KINDS[code] for code in range(NATIVE_KINDS)],
+         limits.max_message_size, limits.max_held_report),
+        [KINDS[code] for code in range(Kind.MEMBERSHIP)],
         [SERVICE_BY_CODE[code] for code in range(3)],
-        Vertex, Datagram, Fragment, partial(pure_decode_body, limits=limits), _slot_setters())
+        Vertex, Datagram, Fragment, partial(pure_decode_body, limits=limits), _slot_setters(),
+        MEMBERSHIP_CLASSES)
     return decoder

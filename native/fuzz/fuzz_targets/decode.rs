@@ -20,6 +20,7 @@ const SMALL: Limits = Limits {
     max_vertices: 2,
     max_items: 3,
     max_message_size: 40,
+    max_held_report: 2,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -29,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(first, decode(body, &limits), "not a function of the body");
     let dg = match first {
         Ok(Decoded::Datagram(dg)) => dg,
-        Ok(Decoded::Foreign) => return,
+        Ok(Decoded::Foreign) | Ok(Decoded::Membership { .. }) => return,
         Err(refusal) => {
             assert!(refusal.reason == "malformed" || refusal.reason == "bad_field");
             return;
