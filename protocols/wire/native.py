@@ -113,11 +113,18 @@ def make_replay_guard(window_s: float, max_sessions: int) -> Any:
 def make_decoder(limits: WireLimits) -> Decode:
     """A decoder of the selected core: called with an authentic body it returns what
     ``codec.decode_body(body, limits)`` returns and raises the same ``DecodeError``
-    (reason and detail)."""
+    (reason and detail). An extension built before its ``Decoder`` took these arguments
+    (a stale ``make rust``) counts as absent: Python under ``auto``, ``ImportError``
+    under ``native``."""
     module = selected()
-    if module is None:
-        return partial(pure_decode_body, limits=limits)
-    return native_decoder(module, limits)
+    if module is not None:
+        try:
+            return native_decoder(module, limits)
+        except (AttributeError, TypeError) as exc:  # a build older than this module
+            if requested_core() == "native":
+                raise ImportError(f"{CORE_ENV}=native but the extension amcast_native is "
+                                  f"older than amcast (make rust): {exc}") from exc
+    return partial(pure_decode_body, limits=limits)
 
 
 _decoders: dict[int, tuple[WireLimits, Decode]] = {}

@@ -91,3 +91,21 @@ def test_the_native_decoder_is_selected_when_built(monkeypatch: pytest.MonkeyPat
         pytest.skip("amcast_native is not built (make rust): only the Python core runs")
     monkeypatch.setenv(native.CORE_ENV, "auto")
     assert type(native.make_decoder(WireLimits())) is module.Decoder
+
+
+def test_a_stale_extension_is_not_used_for_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension built before the decoder (no ``Decoder``) or before its current
+    arguments: Python decodes under ``auto``; ``native`` says to rebuild."""
+
+    class Old:
+        class Decoder:
+            def __init__(self, *args: object) -> None:
+                raise TypeError("Decoder.__new__() takes from 7 to 8 positional arguments")
+
+    for stale in (Old, object()):
+        monkeypatch.setattr(native, "native_module", lambda stale=stale: stale)
+        monkeypatch.setenv(native.CORE_ENV, "auto")
+        assert isinstance(native.make_decoder(WireLimits()), partial)
+        monkeypatch.setenv(native.CORE_ENV, "native")
+        with pytest.raises(ImportError, match="older than amcast"):
+            native.make_decoder(WireLimits())
