@@ -350,3 +350,36 @@ pub fn decode_message<'a>(code: &Value<'a>, obj: &Value<'a>, limits: &Limits)
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(code: i128, body: Vec<Value<'static>>) -> String {
+        decode_message(&Value::Int(code), &Value::Array(body), &Limits::default())
+            .expect_err("refused")
+            .detail
+    }
+
+    #[test]
+    fn checks_in_the_references_order() {
+        assert_eq!(refusal(9, vec![]), "membership message type");
+        assert_eq!(refusal(3, vec![Value::Nil; 2]), "promise arity");
+        // Python reads a PROMISE's vote, a PREPARE's candidates, a REFUSE's target first
+        assert_eq!(refusal(3, vec![Value::Nil, Value::Nil, Value::Nil, Value::Int(1), Value::Nil,
+                                   Value::Nil, Value::Nil]), "accepted is not an array");
+        assert_eq!(refusal(2, vec![Value::Nil, Value::Int(1), Value::Nil]),
+                   "candidates is not an array");
+        assert_eq!(refusal(8, vec![Value::Array(vec![]), Value::Nil, Value::Nil]),
+                   "refuse names one member");
+        // an older daemon's ACCEPTED (no `held`) is accepted
+        let accepted = decode_message(
+            &Value::Int(6),
+            &Value::Array(vec![Value::Array(vec![Value::Int(3), Value::Int(1)]), Value::Int(2)]),
+            &Limits::default());
+        assert_eq!(accepted, Ok(Message::Accepted { ballot: (3, 1), view_id: 2, held: None }));
+        let members = Value::Array(vec![Value::Int(2), Value::Int(1), Value::Int(1), Value::Int(1)]);
+        assert_eq!(refusal(2, vec![Value::Nil, members, Value::Nil]),
+                   "candidates not sorted and distinct");
+    }
+}
