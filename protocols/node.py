@@ -66,14 +66,13 @@ from .wire.codec import (
     Datagram,
     Kind,
     MembershipDatagram,
-    decode_body,
-    decode_unchecked,
     encode,
     open_body,
 )
 from .wire.keys import Keyring
 from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from .wire.membership import Settings, ViewRecord
+from .wire.native import decode_body  # codec.decode_body by the selected core
 from .wire.replay import SessionState
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
@@ -586,12 +585,13 @@ class Node:
     def peek(self, data: bytes) -> Datagram | MembershipDatagram:
         """Decode a datagram with this node's keys, without the replay check (tests and
         tools); ``DecodeError``."""
-        return decode_unchecked(data, self._auth, self._limits)[1]
+        return self.unseal(data)[2]
 
     def unseal(self, data: bytes) -> tuple[Sealed | None, bytes, Datagram | MembershipDatagram]:
         """Authenticate and decode without the replay check, for ``receive_datagram``'s
         ``decoded`` (the simulator): the sealed header, the body and the datagram;
-        ``DecodeError``."""
+        ``DecodeError``. ``codec.decode_unchecked`` with the decoder of the selected
+        core."""
         if len(data) > self._limits.max_datagram_bytes:
             raise DecodeError("too_large", f"{len(data)} bytes")
         sealed, body = self._auth.unseal(data)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-TARGETS = ("datagram", "sealed", "native_sealed", "frames", "envelope", "config")
+TARGETS = ("datagram", "sealed", "native_sealed", "native_decode", "frames", "envelope", "config")
 
 
 def load(name: str) -> ModuleType:

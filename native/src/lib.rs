@@ -1,12 +1,17 @@
 //! amcast's native data path: the per-datagram wire work (sealing, opening, the replay
-//! guard) in Rust, bound to Python with PyO3 as the module `amcast_native`. The Python
-//! core (`amcast.protocols.wire`) stays the reference: the differential tests in
-//! `tests/native/` feed both the same datagrams and require the same decisions.
+//! guard, decoding the data-plane datagram) in Rust, bound to Python with PyO3 as the
+//! module `amcast_native`. The Python core (`amcast.protocols.wire`) stays the
+//! reference: the differential tests in `tests/native/` feed both the same datagrams and
+//! require the same decisions.
 
 
 
 pub mod auth;
+pub mod datagram;
 pub mod error;
+pub mod membership;
+pub mod msgpack;
+pub mod pyrepr;
 pub mod replay;
 
 #[cfg(feature = "python")]

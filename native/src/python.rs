@@ -1,13 +1,17 @@
-//! The Python bindings: `amcast_native.Authenticator` and `amcast_native.ReplayGuard`,
-//! with the methods and refusals (`amcast.protocols.errors.DecodeError`, same reason
-//! and detail) of `protocols/wire/auth.py` and `protocols/wire/replay.py`.
+//! The Python bindings: `amcast_native.Authenticator`, `amcast_native.ReplayGuard` and
+//! `amcast_native.Decoder`, with the methods and refusals
+//! (`amcast.protocols.errors.DecodeError`, same reason and detail) of
+//! `protocols/wire/auth.py`, `protocols/wire/replay.py` and `protocols/wire/codec.py`.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::buffer::PyBuffer;
+use pyo3::types::{PyBytes, PyString, PyTuple, PyType};
 
 use crate::auth::{Authenticator, SESSION_BYTES};
+use crate::datagram::{self, Decoded, Item, Limits};
+use crate::membership::{self, Message};
 use crate::error::Refusal;
 use crate::replay::{ReplayGuard, Session, SessionState};
 
@@ -209,11 +213,356 @@ impl PyReplayGuard {
     }
 }
 
+/// `object.__new__` and the slot descriptors' `__set__` of `Vertex` and `Datagram`, in
+/// field order: the objects the constructors build, stored without their `__init__`
+/// (`codec._new_vertex`, `codec._new_datagram`).
+/// `WireLimits`' `(max_datagram_bytes, max_array_len, max_members, max_nack_ranges,
+/// max_vertices, max_items, max_message_size, max_held_report)`.
+type LimitArgs = (usize, usize, usize, usize, usize, usize, u64, usize);
+
+/// `slots` as Python passes it: `(object.__new__, Vertex setters, Datagram setters)`.
+type SlotArgs = (Py<PyAny>, Vec<Py<PyAny>>, Vec<Py<PyAny>>);
+
+struct Slots {
+    new: Py<PyAny>,
+    vertex: Vec<Py<PyAny>>,
+    datagram: Vec<Py<PyAny>>,
+}
+
+/// The datagram decoder of one `WireLimits` (`codec.decode_body`): called with an
+/// authentic body, it returns the `Datagram` the Python core returns, or raises its
+/// `DecodeError`; a body of a kind it does not know goes to `fallback(body)` (the
+/// Python decoder).
+#[pyclass(name = "Decoder", module = "amcast_native", frozen)]
+struct PyDecoder {
+    limits: Limits,
+    kinds: Vec<Py<PyAny>>,
+    services: Vec<Py<PyAny>>,
+    vertex: Py<PyAny>,
+    datagram: Py<PyAny>,
+    fragment: Py<PyAny>,
+    fallback: Py<PyAny>,
+    slots: Option<Slots>,
+    /// The classes of `membership` (see `MEMBERSHIP_CLASSES`), `None`: MEMBERSHIP
+    /// datagrams go to `fallback`.
+    membership: Option<Vec<Py<PyAny>>>,
+}
+
+/// The order of the membership classes the decoder is given.
+const MEMBERSHIP_CLASSES: [&str; 16] = [
+    "Ballot", "Member", "ViewRecord", "Proposal", "Settings", "HeldVertex", "Availability",
+    "Join", "Prepare", "Promise", "Reject", "Accept", "Accepted", "Install", "Refuse",
+    "MembershipDatagram",
+];
+const BALLOT: usize = 0;
+const MEMBER: usize = 1;
+const VIEW_RECORD: usize = 2;
+const PROPOSAL: usize = 3;
+const SETTINGS: usize = 4;
+const HELD_VERTEX: usize = 5;
+const AVAILABILITY: usize = 6;
+const JOIN: usize = 7;
+const PREPARE: usize = 8;
+const PROMISE: usize = 9;
+const REJECT: usize = 10;
+const ACCEPT: usize = 11;
+const ACCEPTED: usize = 12;
+const INSTALL: usize = 13;
+const REFUSE: usize = 14;
+const MEMBERSHIP_DATAGRAM: usize = 15;
+
+type Obj<'py> = Bound<'py, PyAny>;
+
+fn int<'py>(py: Python<'py>, value: i128) -> PyResult<Obj<'py>> {
+    Ok(u64_of(value).into_pyobject(py)?.into_any())
+}
+
+fn text<'py>(py: Python<'py>, ascii: &[u8]) -> Obj<'py> {
+    // membership::read_text admits ASCII only
+    PyString::new(py, &String::from_utf8_lossy(ascii)).into_any()
+}
+
+fn pairs<'py>(py: Python<'py>, pairs: &[(i128, i128)]) -> PyResult<Obj<'py>> {
+    Ok(PyTuple::new(py, pairs.iter().map(|&(a, b)| (u64_of(a), u64_of(b))))?.into_any())
+}
+
+fn none(py: Python<'_>) -> Obj<'_> {
+    py.None().into_bound(py)
+}
+
+/// Builds the `membership` objects from the decoder's tree.
+struct Builder<'c, 'py> {
+    py: Python<'py>,
+    classes: &'c [Py<PyAny>],
+}
+
+impl<'py> Builder<'_, 'py> {
+    fn make(&self, class: usize, args: Vec<Obj<'py>>) -> PyResult<Obj<'py>> {
+        self.classes[class].bind(self.py).call1(PyTuple::new(self.py, args)?)
+    }
+
+    fn ballot(&self, b: membership::Ballot) -> PyResult<Obj<'py>> {
+        self.make(BALLOT, vec![int(self.py, b.0)?, int(self.py, b.1)?])
+    }
+
+    fn members(&self, members: &[membership::Member]) -> PyResult<Obj<'py>> {
+        let items = members
+            .iter()
+            .map(|&(n, i)| self.make(MEMBER, vec![int(self.py, n)?, int(self.py, i)?]))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyTuple::new(self.py, items)?.into_any())
+    }
+
+    fn view(&self, v: Option<&membership::View>) -> PyResult<Obj<'py>> {
+        let Some(v) = v else { return Ok(none(self.py)) };
+        let potential = PyTuple::new(self.py, v.potential.iter().map(|&p| u64_of(p)))?;
+        self.make(VIEW_RECORD, vec![int(self.py, v.view_id)?, self.members(&v.members)?,
+                                   potential.into_any(), int(self.py, v.prev_id)?])
+    }
+
+    fn proposal(&self, p: &membership::Proposal) -> PyResult<Obj<'py>> {
+        self.make(PROPOSAL, vec![self.view(Some(&p.view))?, self.view(p.prev.as_ref())?,
+                                pairs(self.py, &p.cut)?])
+    }
+
+    fn settings(&self, s: &membership::Settings<'_>) -> PyResult<Obj<'py>> {
+        let py = self.py;
+        let phi = match s.phi {
+            Some(f) => f.into_pyobject(py)?.into_any(),
+            None => none(py),
+        };
+        let expected = match s.expected {
+            Some(e) => int(py, e)?,
+            None => none(py),
+        };
+        let members = PyTuple::new(py, s.members.iter().map(|&m| u64_of(m)))?;
+        self.make(SETTINGS, vec![text(py, s.rule), phi, expected, int(py, s.size)?,
+                                members.into_any()])
+    }
+
+    fn position(&self, p: Option<(i128, i128)>) -> PyResult<Obj<'py>> {
+        match p {
+            Some((v, s)) => Ok(PyTuple::new(self.py, [u64_of(v), u64_of(s)])?.into_any()),
+            None => Ok(none(self.py)),
+        }
+    }
+
+    fn availability(&self, a: Option<&membership::Availability>) -> PyResult<Obj<'py>> {
+        let Some(a) = a else { return Ok(none(self.py)) };
+        let held = a
+            .held
+            .iter()
+            .map(|(o, s, acks)| self.make(HELD_VERTEX, vec![int(self.py, *o)?, int(self.py, *s)?,
+                                                           pairs(self.py, acks)?]))
+            .collect::<PyResult<Vec<_>>>()?;
+        self.make(AVAILABILITY, vec![int(self.py, a.view_id)?, pairs(self.py, &a.released)?,
+                                    PyTuple::new(self.py, held)?.into_any()])
+    }
+
+    fn boolean(&self, b: bool) -> PyResult<Obj<'py>> {
+        Ok(b.into_pyobject(self.py)?.to_owned().into_any())
+    }
+
+    fn message(&self, m: &Message<'_>) -> PyResult<Obj<'py>> {
+        let py = self.py;
+        match m {
+            Message::Join { settings, known_view, leaving, last } => self.make(JOIN, vec![
+                self.settings(settings)?, int(py, *known_view)?, self.boolean(*leaving)?,
+                self.position(*last)?]),
+            Message::Prepare { ballot, candidates, known } => self.make(PREPARE, vec![
+                self.ballot(*ballot)?, self.members(candidates)?, self.view(known.as_ref())?]),
+            Message::Promise { ballot, known, installed, accepted, availability, settings,
+                               last, held } => {
+                let vote = match accepted {
+                    Some((b, p)) => PyTuple::new(py, [self.ballot(*b)?, self.proposal(p)?])?
+                        .into_any(),
+                    None => none(py),
+                };
+                self.make(PROMISE, vec![
+                    self.ballot(*ballot)?, self.view(known.as_ref())?, int(py, *installed)?,
+                    vote, self.availability(availability.as_ref())?, self.settings(settings)?,
+                    self.position(*last)?, self.boolean(*held)?])
+            }
+            Message::Reject { ballot, promised, reason, detail } => self.make(REJECT, vec![
+                self.ballot(*ballot)?, self.ballot(*promised)?, text(py, reason),
+                text(py, detail)]),
+            Message::Accept { ballot, proposal, holder_voted } => self.make(ACCEPT, vec![
+                self.ballot(*ballot)?, self.proposal(proposal)?, self.boolean(*holder_voted)?]),
+            Message::Accepted { ballot, view_id, held } => {
+                let held = match held {
+                    Some(h) => self.boolean(*h)?,
+                    None => none(py),
+                };
+                self.make(ACCEPTED, vec![self.ballot(*ballot)?, int(py, *view_id)?, held])
+            }
+            Message::Install { ballot, proposal } => self.make(INSTALL, vec![
+                self.ballot(*ballot)?, self.proposal(proposal)?]),
+            Message::Refuse { target, reason, detail } => {
+                let target = self.make(MEMBER, vec![int(py, target.0)?, int(py, target.1)?])?;
+                self.make(REFUSE, vec![target, text(py, reason), text(py, detail)])
+            }
+        }
+    }
+}
+
+/// The bytes of a `bytes` object without a copy, of another buffer (`memoryview`) copied.
+enum Body<'py> {
+    Borrowed(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
+}
+
+impl Body<'_> {
+    fn of<'py>(py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Body<'py>> {
+        if let Ok(bytes) = body.downcast::<PyBytes>() {
+            return Ok(Body::Borrowed(bytes.clone()));
+        }
+        Ok(Body::Owned(PyBuffer::<u8>::get(body)?.to_vec(py)?))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Borrowed(b) => b.as_bytes(),
+            Body::Owned(v) => v,
+        }
+    }
+}
+
+fn u64_of(value: i128) -> u64 {
+    // the decoder bounds every integer it returns to 0 ..= 2**63 - 1
+    value as u64
+}
+
+impl PyDecoder {
+    fn build<'py>(&self, py: Python<'py>, cls: &Py<PyAny>, setters: Option<&[Py<PyAny>]>,
+                  args: Vec<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        match (&self.slots, setters) {
+            (Some(slots), Some(setters)) => {
+                let obj = slots.new.bind(py).call1((cls.bind(py),))?;
+                for (setter, arg) in setters.iter().zip(args) {
+                    setter.bind(py).call1((&obj, arg))?;
+                }
+                Ok(obj)
+            }
+            _ => cls.bind(py).call1(PyTuple::new(py, args)?),
+        }
+    }
+
+    fn vertex<'py>(&self, py: Python<'py>, v: &datagram::Vertex<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let acks = PyTuple::new(py, v.acks.iter().map(|&(n, s)| (u64_of(n), u64_of(s))))?;
+        let mut items = Vec::with_capacity(v.items.len());
+        for item in &v.items {
+            items.push(match item {
+                Item::Whole(b) => PyBytes::new(py, b).into_any(),
+                Item::Fragment { total_len, offset, chunk } => self.fragment.bind(py).call1((
+                    u64_of(*total_len), u64_of(*offset), PyBytes::new(py, chunk)))?,
+            });
+        }
+        let args = vec![
+            u64_of(v.origin).into_pyobject(py)?.into_any(),
+            u64_of(v.seq).into_pyobject(py)?.into_any(),
+            acks.into_any(),
+            self.services[usize::from(v.service)].bind(py).clone(),
+            v.send_ts.into_pyobject(py)?.into_any(),
+            PyTuple::new(py, items)?.into_any(),
+        ];
+        self.build(py, &self.vertex, self.slots.as_ref().map(|s| s.vertex.as_slice()), args)
+    }
+
+    fn datagram<'py>(&self, py: Python<'py>, dg: &datagram::Datagram<'_>) -> PyResult<Bound<'py, PyAny>> {
+        let nacks = PyTuple::new(
+            py, dg.nacks.iter().map(|&(n, f, l)| (u64_of(n), u64_of(f), u64_of(l))))?;
+        let mut vertices = Vec::with_capacity(dg.vertices.len());
+        for v in &dg.vertices {
+            vertices.push(self.vertex(py, v)?);
+        }
+        let acks = PyTuple::new(py, dg.acks.iter().map(|&(n, s)| (u64_of(n), u64_of(s))))?;
+        let args = vec![
+            self.kinds[usize::from(dg.kind)].bind(py).clone(),
+            u64_of(dg.sender).into_pyobject(py)?.into_any(),
+            u64_of(dg.view).into_pyobject(py)?.into_any(),
+            u64_of(dg.hb_seq).into_pyobject(py)?.into_any(),
+            nacks.into_any(),
+            PyTuple::new(py, vertices)?.into_any(),
+            acks.into_any(),
+        ];
+        self.build(py, &self.datagram, self.slots.as_ref().map(|s| s.datagram.as_slice()), args)
+    }
+
+    fn native<'py>(&self, py: Python<'py>, body: &[u8]) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match datagram::decode(body, &self.limits) {
+            Ok(Decoded::Datagram(dg)) => Ok(Some(self.datagram(py, &dg)?)),
+            Ok(Decoded::Membership { sender, view, incarnation, message }) => {
+                let Some(classes) = &self.membership else { return Ok(None) };
+                let builder = Builder { py, classes };
+                let message = builder.message(&message)?;
+                Ok(Some(builder.make(MEMBERSHIP_DATAGRAM, vec![
+                    int(py, sender)?, int(py, view)?, int(py, incarnation)?, message])?))
+            }
+            Ok(Decoded::Foreign) => Ok(None),
+            Err(refusal) => Err(decode_error(py, refusal)),
+        }
+    }
+}
+
+#[pymethods]
+impl PyDecoder {
+    /// `limits`: `LimitArgs`; `kinds`: the `Kind` members of codes 0 to 4; `services`: the
+    /// `ServiceLevel` of codes 0 to 2; `slots`: `(object.__new__, Vertex setters,
+    /// Datagram setters)` or `None` (the constructors); `membership`: the classes of
+    /// `MEMBERSHIP_CLASSES` in that order, or `None` (MEMBERSHIP goes to `fallback`).
+    #[new]
+    #[pyo3(signature = (limits, kinds, services, vertex, datagram, fragment, fallback, slots = None,
+                        membership = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(limits: LimitArgs, kinds: Vec<Py<PyAny>>,
+           services: Vec<Py<PyAny>>, vertex: Py<PyAny>, datagram: Py<PyAny>,
+           fragment: Py<PyAny>, fallback: Py<PyAny>,
+           slots: Option<SlotArgs>, membership: Option<Vec<Py<PyAny>>>) -> PyResult<Self> {
+        if membership.as_ref().is_some_and(|m| m.len() != MEMBERSHIP_CLASSES.len()) {
+            return Err(PyValueError::new_err(format!(
+                "the membership classes: {}", MEMBERSHIP_CLASSES.join(", "))));
+        }
+        if kinds.len() != 5 || services.len() != 3 {
+            return Err(PyValueError::new_err("5 kinds and 3 service levels"));
+        }
+        let slots = match slots {
+            Some((new, v, d)) if v.len() == 6 && d.len() == 7 => Some(Slots { new, vertex: v, datagram: d }),
+            Some(_) => return Err(PyValueError::new_err("6 vertex and 7 datagram setters")),
+            None => None,
+        };
+        let (max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
+             max_items, max_message_size, max_held_report) = limits;
+        Ok(PyDecoder {
+            limits: Limits {
+                max_datagram_bytes, max_array_len, max_members, max_nack_ranges, max_vertices,
+                max_items, max_message_size: i128::from(max_message_size), max_held_report,
+            },
+            kinds, services, vertex, datagram, fragment, fallback, slots, membership,
+        })
+    }
+
+    /// The decoded body (`codec.decode_body(body, limits)`), natively where it can.
+    fn __call__<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let data = Body::of(py, body)?;
+        match self.native(py, data.bytes())? {
+            Some(dg) => Ok(dg),
+            None => self.fallback.bind(py).call1((body,)),
+        }
+    }
+
+    /// The native decoder alone: the datagram, `None` where it would call `fallback`.
+    fn decode<'py>(&self, py: Python<'py>, body: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = Body::of(py, body)?;
+        self.native(py, data.bytes())
+    }
+}
+
 /// amcast's native data path (the Python core is the reference).
 #[pymodule]
 fn amcast_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAuthenticator>()?;
     m.add_class::<PyReplayGuard>()?;
+    m.add_class::<PyDecoder>()?;
     m.add("WINDOW", crate::replay::WINDOW)?;
     Ok(())
 }

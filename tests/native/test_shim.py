@@ -3,10 +3,15 @@ these run whether or not the extension is built."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
-from amcast.protocols.wire import native
+from amcast.protocols.errors import DecodeError
+from amcast.protocols.wire import codec, native
 from amcast.protocols.wire.auth import Authenticator
+from amcast.protocols.wire.codec import Datagram, Kind, encode_body
 from amcast.protocols.wire.keys import Keyring
+from amcast.protocols.wire.limits import WireLimits
 from amcast.protocols.wire.replay import ReplayGuard
 
 RING = Keyring.single(bytes(range(32)))
@@ -49,3 +54,58 @@ def test_native_is_selected_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
         assert native.core_name() == "native"
         assert type(native.make_authenticator(RING, SESSION)) is module.Authenticator
         assert type(native.make_replay_guard(30.0, 8)) is module.ReplayGuard
+
+
+def test_the_decoder_follows_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    body = encode_body(Datagram(Kind.NACK, 1, 2, 3, ((1, 1, 1),)))
+    monkeypatch.setenv(native.CORE_ENV, "pure")
+    pure = native.make_decoder(WireLimits())
+    assert isinstance(pure, partial) and pure.func is codec.decode_body
+    assert pure(body) == codec.decode_body(body, WireLimits())
+    monkeypatch.setenv(native.CORE_ENV, "native")
+    monkeypatch.setattr(native, "native_module", lambda: None)
+    with pytest.raises(ImportError, match="make rust"):
+        native.make_decoder(WireLimits())
+    monkeypatch.setenv(native.CORE_ENV, "auto")
+    assert isinstance(native.make_decoder(WireLimits()), partial)
+
+
+def test_the_node_call_site_chooses_once_per_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``native.decode_body`` (the Node's) picks the core when a ``WireLimits`` first
+    decodes and keeps it: ``AMCAST_CORE`` is not read per datagram."""
+    body = encode_body(Datagram(Kind.NACK, 1, 2, 3, ((1, 1, 1),)))
+    limits = WireLimits(max_vertices=5)
+    monkeypatch.setenv(native.CORE_ENV, "pure")
+    expected = codec.decode_body(body, limits)
+    assert native.decode_body(body, limits) == expected
+    assert isinstance(native._decoders[id(limits)][1], partial)
+    monkeypatch.setenv(native.CORE_ENV, "mypyc")  # refused if it were read again
+    assert native.decode_body(body, limits) == expected
+    with pytest.raises(DecodeError, match="empty nack"):
+        native.decode_body(encode_body(Datagram(Kind.NACK, 1, 2, 3)), limits)
+
+
+def test_the_native_decoder_is_selected_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = native.native_module()
+    if module is None:
+        pytest.skip("amcast_native is not built (make rust): only the Python core runs")
+    monkeypatch.setenv(native.CORE_ENV, "auto")
+    assert type(native.make_decoder(WireLimits())) is module.Decoder
+
+
+def test_a_stale_extension_is_not_used_for_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An extension built before the decoder (no ``Decoder``) or before its current
+    arguments: Python decodes under ``auto``; ``native`` says to rebuild."""
+
+    class Old:
+        class Decoder:
+            def __init__(self, *args: object) -> None:
+                raise TypeError("Decoder.__new__() takes from 7 to 8 positional arguments")
+
+    for stale in (Old, object()):
+        monkeypatch.setattr(native, "native_module", lambda stale=stale: stale)
+        monkeypatch.setenv(native.CORE_ENV, "auto")
+        assert isinstance(native.make_decoder(WireLimits()), partial)
+        monkeypatch.setenv(native.CORE_ENV, "native")
+        with pytest.raises(ImportError, match="older than amcast"):
+            native.make_decoder(WireLimits())
