@@ -214,7 +214,8 @@ class ViewSession:
         swap = self.swap
         while batcher and window.can_send(reliable.unstable(), reliable.unstable_bytes()):
             framed = swap is not None and batcher.queue[0][1] is not _CAUSAL
-            if framed and swap is not None and swap.header(now, len(batcher.queue)) is None:
+            if framed and swap is not None and swap.header(
+                    now, len(batcher.queue), self._holdback.held_count == 0) is None:
                 break  # its swap is in flight: the vertex waits for its predecessor
             acks = reliable.acks_delta()
             room = budget - overhead_bound(len(acks), reliable.nack_reservation())

@@ -23,10 +23,16 @@ every view: under virtual synchrony a view is a global reconfiguration, so secti
   causally released ordered vertex feeds <pred, id> to a ``delivery.DeliveryBuffer``;
   its deliveries are one chain, the same at every member, handed back as
   ``MessageDelivered`` in chain order. Causal and ack-only vertices take no place.
-- *Causal order.* A vertex is only created once its swap resolved, and what a member
-  delivered before is in the chain before its vertex (nobody delivered the new one
-  yet), so the order extends what each sender had delivered; a ``causal`` message's
-  hold-back waits for the ordered vertices of its causal past as with ToTo.
+- *FIFO and causal order.* A resolved swap does not place its message after
+  everything before it (its predecessor's own chain may still be waiting for a request
+  in flight: the arrow's queue is built piecewise); a *delivered* message's chain is
+  complete back to ⊥, and every id in it has its successor, so a swap started after a
+  delivery returns an id that ends up after it. Hence a member starts a swap only once
+  its previous own vertex is delivered here (FIFO) and no causal vertex waits in its
+  hold-back (the ordered past of a causal message sent before is then delivered), and
+  the vertex carries only messages submitted before the swap started (everything
+  their sender had delivered comes first). A ``causal`` message's hold-back waits for
+  the ordered vertices of its causal past as with ToTo.
 - *View change: total order with gaps (section 6.3).* A message whose vertex was not
   sent when the view froze stays queued at its sender and is swapped again in the next
   view (its id of the old view is never used). Its old swap may have been resolved and
@@ -120,15 +126,18 @@ class SwapOrdering:
 
     # ------------------------------------------------------------------ sending
 
-    def header(self, now: float, queued: int) -> tuple[int, Ordered] | None:
+    def header(self, now: float, queued: int, unheld: bool) -> tuple[int, Ordered] | None:
         """``(k, <pred, (me, k)>)`` for the next ordered vertex, or None while its swap
-        is in flight. A swap starts here when none is and this member's previous vertex
-        has taken its place in the order here (so the next one goes after it: FIFO);
-        the vertex may then carry only the first ``queued`` messages (``limit``), those
-        submitted before the swap started (so it goes after everything their sender had
-        delivered: causal order)."""
+        is in flight. A swap starts here when none is, this member's previous vertex
+        has taken its place in the order here (so the next one goes after it: FIFO) and
+        no causal vertex waits in the hold-back (``unheld``: the ordered vertices in the
+        causal past of the causal ones sent before are placed, so they go before this
+        one); the vertex may then carry only the first ``queued`` messages (``limit``),
+        those submitted before the swap started (so it goes after everything their
+        sender had delivered: causal order)."""
         self._now = now
-        if self._ready is None and self._asked is None and self._own_placed >= self._k:
+        if (self._ready is None and self._asked is None and unheld
+                and self._own_placed >= self._k):
             self.limit = queued
             self._k += 1
             self._asked = self._k
