@@ -17,7 +17,7 @@ from amcast.protocols.ordering.messages import CausalMessage
 from amcast.protocols.reliable.layer import ReliableCounters
 from amcast.protocols.session import ViewSession
 from amcast.protocols.simulation.cluster import Cluster, Workload
-from amcast.protocols.simulation.membership_sweep import run_membership_sweep
+from amcast.protocols.simulation.membership_sweep import membership_point, run_membership_sweep
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.swap.engine import SwapOrdering, settings_text
 from amcast.protocols.swap.link import SwapLinks
@@ -104,6 +104,24 @@ def test_membership_sweep_a_few_seeds(mode: str) -> None:
     assert report["ok"], report["notes"][:6]
     assert report["figures"]["distinct views"] > 6
     assert mode in report["title"]
+
+
+def test_a_crashed_sender_leaves_the_same_hole_at_every_survivor() -> None:
+    # membership_point(3, n_range=(3, 5)): 5 nodes; node 3 crashes at t = 0.5 s after
+    # swaps of its own became others' predecessors without their vertices going out
+    point = membership_point(3, n_range=(3, 5))
+    assert point.n == 5 and point.plan[0].kind == "crash" and point.plan[0].nodes == (3,)
+    cfg = NodeConfig(group_key=KEY, ordering="arrow")
+    net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
+    c = Cluster(point.n, seed=3, node_config=cfg, network=net, bootstrap="join")
+    for fault in point.plan:
+        c.schedule(fault)
+    end = max(f.at + f.duration for f in point.plan)
+    r = c.run(Workload(messages_per_node=15, interval=0.05), max_time=end + 30.0, settle=1.0)
+    assert not violations(r)  # total order, agreement, causal order... with the hole
+    gaps = {n: [e for e in evs if isinstance(e, SwapGap)] for n, evs in c.other_events.items()}
+    holes = {tuple(g) for n, g in gaps.items() if n != 3}
+    assert len(holes) == 1 and next(iter(holes))  # one hole, the same at every survivor
 
 
 @pytest.mark.slow
