@@ -184,8 +184,8 @@ class ViewSession:
 
     def handle_timer(self, now: float) -> None:
         self._now = now
-        if self.swap is not None:
-            self.swap.tick(now)
+        if self.swap is not None and not self.reliable.frozen:
+            self.swap.tick(now)  # once frozen no vertex goes out: swaps are moot
         released = self.reliable.handle_timer(now)
         if released:
             self._released(released)
@@ -197,7 +197,9 @@ class ViewSession:
             self.swap.receive(dg, now)
 
     def next_swap_timer(self) -> float | None:
-        return self.swap.next_deadline() if self.swap is not None else None
+        if self.swap is None or self.reliable.frozen:
+            return None
+        return self.swap.next_deadline()
 
     def take_swap_datagrams(self) -> list[SwapDatagram]:
         return self.swap.take_datagrams() if self.swap is not None else []
