@@ -25,6 +25,11 @@ DAG deterministically (``TotalOrderEngine.close``) and everything left is delive
 transitional configuration). ``abandon`` stops deliveries of a view this member was
 excluded from (or lost its quorum in): it must not deliver decisions the survivors did
 not make.
+
+With ``config.ordering`` arrow, combining or hybrid a ``swap.engine.SwapOrdering`` takes
+the engine's place (*Ordered Multicast and Distributed Swap*, docs/swap.md): an ordered
+vertex is made once its swap found its predecessor, carries ``<pred, id>`` in the
+session's framing of its items, and the chain of predecessors is the total order.
 """
 
 from __future__ import annotations
