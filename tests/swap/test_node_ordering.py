@@ -17,7 +17,11 @@ from amcast.protocols.ordering.messages import CausalMessage
 from amcast.protocols.reliable.layer import ReliableCounters
 from amcast.protocols.session import ViewSession
 from amcast.protocols.simulation.cluster import Cluster, Workload
-from amcast.protocols.simulation.membership_sweep import membership_point, run_membership_sweep
+from amcast.protocols.simulation.membership_sweep import (
+    membership_point,
+    run_membership_sweep,
+    seed_outcome,
+)
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.swap.engine import SwapOrdering, settings_text
 from amcast.protocols.swap.link import SwapLinks
@@ -122,6 +126,27 @@ def test_a_crashed_sender_leaves_the_same_hole_at_every_survivor() -> None:
     gaps = {n: [e for e in evs if isinstance(e, SwapGap)] for n, evs in c.other_events.items()}
     holes = {tuple(g) for n, g in gaps.items() if n != 3}
     assert len(holes) == 1 and next(iter(holes))  # one hole, the same at every survivor
+
+
+def test_without_the_swap_start_gates_causal_order_breaks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planted violation of the FIFO and hold-back gates (``SwapOrdering.header``):
+    a swap started before the member's own previous vertex is placed, or while a causal
+    vertex waits for its ordered past, can be ordered before that past; the membership
+    sweep's seed 13 (arrow) then delivers messages before their causes."""
+    assert not seed_outcome(13, n_range=(3, 8), messages_per_node=36,
+                            ordering="arrow").violations
+    gated = SwapOrdering.header
+
+    def ungated(self: SwapOrdering, now: float, queued: int,
+                unheld: bool) -> tuple[int, Ordered] | None:
+        self._own_placed = self._k
+        return gated(self, now, queued, True)
+
+    monkeypatch.setattr(SwapOrdering, "header", ungated)
+    broken = seed_outcome(13, n_range=(3, 8), messages_per_node=36, ordering="arrow")
+    assert any(": causal_order: " in v for v in broken.violations), broken.violations
 
 
 @pytest.mark.slow
