@@ -128,7 +128,9 @@ class Daemon:
         self.started = self.now()
         self.node_config = config.node_config()
         self.limits = config.limits(self.node_config)
-        self.variant = str(self.node_config.rule)
+        # the ToTo rule, or the swap ordering that replaces the engine (docs/swap.md)
+        ordering = self.node_config.ordering
+        self.variant = str(self.node_config.rule) if ordering == "toto" else ordering
         # one envelope should fit one datagram (the engine fragments bigger ones)
         self.envelope_bytes = self.limits.envelope_bytes
         seed = config.node.seed

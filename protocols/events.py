@@ -114,6 +114,18 @@ class OrderGap(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class SwapGap(Event):
+    """Total order with gaps in a swap ordering (section 6.3 of *Ordered Multicast and
+    Distributed Swap*; ``protocol.ordering`` arrow, combining or hybrid): at the close of
+    view ``view`` the order had a hole before position ``position``: the predecessor of
+    the message delivered there never went out (its sender's vertex was not in the
+    view's cut). Every member completing the view reports the same hole."""
+
+    view: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
 class QuorumLost(Event):
     """This member is no longer in a primary view and delivers nothing ordered.
 

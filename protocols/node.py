@@ -58,14 +58,17 @@ from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .repeats import HeartbeatRepeats
 from .session import ViewSession
+from .swap.engine import settings_text
 from .vocabulary import ServiceLevel
 from .wire.auth import Authenticator, Sealed
 from .wire.clock import ClockWatch, PeerClock
 from .wire.codec import (
     KIND_NAMES,
+    AnyDatagram,
     Datagram,
     Kind,
     MembershipDatagram,
+    SwapDatagram,
     encode,
     open_body,
 )
@@ -140,6 +143,13 @@ class NodeStats:
     retransmit_buffer: int = 0
     view_id: int = 0
     primary: int = 0
+
+
+def _agreed_rule(config: NodeConfig) -> str:
+    """The ordering settings the members must share, as ``Settings.rule``: the ToTo rule,
+    or the swap ordering with its tree (``swap.engine.settings_text``)."""
+    return settings_text(config.rule, config.ordering, config.swap_tree, config.swap_fanout,
+                         config.swap_root_group)
 
 
 def check_budget(config: NodeConfig, members: int) -> None:
@@ -241,7 +251,7 @@ class Node:
         if initial_view is not None and state.known is None:
             state = DurableState(node_id, state.incarnation, known=initial_view,
                                  max_view_id=initial_view.view_id)
-        settings = Settings(config.rule, config.phi, config.expected_votes,
+        settings = Settings(_agreed_rule(config), config.phi, config.expected_votes,
                             config.max_message_size, self.members)
         self.membership = MembershipLayer(
             config, node_id=node_id, potential=self.members, settings=settings,
@@ -347,7 +357,7 @@ class Node:
 
     def receive_datagram(
         self, data: bytes, now: float, *,
-        decoded: tuple[Sealed | None, bytes, Datagram | MembershipDatagram] | None = None,
+        decoded: tuple[Sealed | None, bytes, AnyDatagram] | None = None,
     ) -> bool:
         """One datagram from the network. ``decoded``: the simulator, which hands one
         multicast to every member, authenticates and decodes it once (``unseal``, with
@@ -404,6 +414,9 @@ class Node:
                 return False
             self.membership.on_membership(dg, now)
             return False
+        if isinstance(dg, SwapDatagram):
+            self._on_swap(dg, now)
+            return False
         if dg.sender == self.node_id:
             stats.own_echoes += 1
             return False
@@ -452,8 +465,7 @@ class Node:
 
     def _note_refused_clock(
         self, data: bytes,
-        decoded: tuple[Sealed | None, bytes, Datagram | MembershipDatagram] | None,
-        wall_ms: int,
+        decoded: tuple[Sealed | None, bytes, AnyDatagram] | None, wall_ms: int,
     ) -> None:
         """A datagram refused for its send time (``stale``/``future``): if it is
         authentic, whose clock is how far off (``wire.clock``; at most one such check per
@@ -490,7 +502,25 @@ class Node:
         self.membership.handle_timer(now)
 
     def next_timer(self) -> float | None:
-        return self.membership.next_timer(self._now)
+        t = self.membership.next_timer(self._now)
+        session = self.membership.session
+        if session is not None and session.swap is not None:
+            s = session.next_swap_timer()
+            if s is not None and (t is None or s < t):
+                return s
+        return t
+
+    def _on_swap(self, dg: SwapDatagram, now: float) -> None:
+        """A swap datagram (``protocols/swap``): for the current view's session when it
+        is addressed here; another view's is dropped (its sender resends it until the
+        view changes)."""
+        if dg.dst != self.node_id or dg.sender == self.node_id:
+            return
+        session = self.membership.session
+        if session is None or session.swap is None or session.view_id != dg.view:
+            self._drop("swap_other_view", f"view {dg.view} from node {dg.sender}")
+            return
+        session.swap_receive(dg, now)
 
     @property
     def outstanding(self) -> int:
@@ -582,12 +612,12 @@ class Node:
         """``leave`` was called."""
         return self.membership.leaving
 
-    def peek(self, data: bytes) -> Datagram | MembershipDatagram:
+    def peek(self, data: bytes) -> AnyDatagram:
         """Decode a datagram with this node's keys, without the replay check (tests and
         tools); ``DecodeError``."""
         return self.unseal(data)[2]
 
-    def unseal(self, data: bytes) -> tuple[Sealed | None, bytes, Datagram | MembershipDatagram]:
+    def unseal(self, data: bytes) -> tuple[Sealed | None, bytes, AnyDatagram]:
         """Authenticate and decode without the replay check, for ``receive_datagram``'s
         ``decoded`` (the simulator): the sealed header, the body and the datagram;
         ``DecodeError``. ``codec.decode_unchecked`` with the decoder of the selected
@@ -649,7 +679,7 @@ class Node:
         cfg = self.config
         self._limiter.set_limits(cfg.repair_limits(len(self.members)))
         self.membership.reconfigure(self.members, Settings(
-            cfg.rule, cfg.phi, cfg.expected_votes, cfg.max_message_size, self.members))
+            _agreed_rule(cfg), cfg.phi, cfg.expected_votes, cfg.max_message_size, self.members))
         self.membership.handle_timer(now)
 
     def leave(self, now: float) -> None:
@@ -719,13 +749,15 @@ class Node:
                 self._emit(BackpressureReleased(unstable, batcher.pending_bytes))
         # the same order as ever: membership, the retired views (oldest first), the
         # current view; ``take_datagrams`` of an empty layer returns [] and changes nothing
-        out: list[Datagram | MembershipDatagram] = []
+        out: list[AnyDatagram] = []
         if m.outq:
             out.extend(m.take_datagrams())
         for sess, _ in m.retired.values():
             out.extend(sess.reliable.take_datagrams(now))
         if m.session is not None:
             out.extend(m.session.reliable.take_datagrams(now))
+            if m.session.swap is not None:
+                out.extend(m.session.take_swap_datagrams())
         if not out:
             return []
         auth = self._auth

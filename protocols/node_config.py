@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .errors import ConfigurationError
 from .ordering import DEFAULT_RULE, OrderingConfig
 from .reliable.ratelimit import RepairLimits
+from .swap.engine import ORDERINGS
 from .wire.keys import Keyring
 
 MIN_KEY_BYTES = 16
@@ -26,6 +27,19 @@ class NodeConfig:
     """Delivery rule of the engine: lex, stoto, gtoto or gltoto (toto is unsafe, refused)."""
     phi: float | None = None
     """Threshold Φ of the rule; ``None`` = n/2 (checked against n when the Node starts)."""
+    ordering: str = "toto"
+    """Who decides the total order: ``toto`` (the ToTo engine, ``rule`` and ``phi``) or a
+    swap ordering of *Ordered Multicast and Distributed Swap* (``arrow``, ``combining``,
+    ``hybrid``; ``protocols/swap/engine.py``; ``rule`` and ``phi`` then do not apply)."""
+    swap_tree: str = "balanced"
+    """The spanning tree a swap ordering builds over each view's sorted member list:
+    ``balanced`` (fan-out ``swap_fanout``), ``star`` or ``path``; the lowest id is the
+    arrow's first sink, the combining root, the hybrid's first virtual-root member."""
+    swap_fanout: int = 2
+    swap_root_group: int = 3
+    """The hybrid's virtual root R: the first this many members of the tree."""
+    swap_window: float = 0.0
+    """How long a combining node holds requests to combine them, seconds."""
 
     # --- datagram sealing (``amcast.protocols.wire.auth``) ---
     group_key: bytes | None = None
@@ -203,6 +217,15 @@ class NodeConfig:
             )
         if self.expected_votes is not None and self.expected_votes < 1:
             raise ConfigurationError("expected_votes must be >= 1")
+        if self.ordering not in ORDERINGS:
+            raise ConfigurationError(
+                f"ordering must be one of {', '.join(ORDERINGS)}, not {self.ordering!r}")
+        if self.swap_tree not in ("balanced", "star", "path"):
+            raise ConfigurationError("swap_tree must be balanced, star or path")
+        if self.swap_fanout < 1 or self.swap_root_group < 1:
+            raise ConfigurationError("swap_fanout and swap_root_group must be >= 1")
+        if self.swap_window < 0:
+            raise ConfigurationError("swap_window must be >= 0")
 
     def effective_window_bytes(self, members: int) -> int:
         """The byte window for a group of ``members`` listed members (``window_bytes``,

@@ -25,6 +25,11 @@ DAG deterministically (``TotalOrderEngine.close``) and everything left is delive
 transitional configuration). ``abandon`` stops deliveries of a view this member was
 excluded from (or lost its quorum in): it must not deliver decisions the survivors did
 not make.
+
+With ``config.ordering`` arrow, combining or hybrid a ``swap.engine.SwapOrdering`` takes
+the engine's place (*Ordered Multicast and Distributed Swap*, docs/swap.md): an ordered
+vertex is made once its swap found its predecessor, carries ``<pred, id>`` in the
+session's framing of its items, and the chain of predecessors is the total order.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from collections import deque
 from typing import Protocol
 
 from .errors import ConfigurationError, ProtocolViolation
-from .events import BatchDelivered, Event
+from .events import BatchDelivered, Event, SwapGap
 from .ordering import OrderingConfig, TotalOrderEngine
 from .ordering.config import OrderingRule
 from .ordering.messages import CausalMessage, MessageDelivered
@@ -45,8 +50,9 @@ from .reliable.holdback import CausalHoldback
 from .reliable.layer import Drop, ReliableCounters, ReliableLayer
 from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
+from .swap.engine import HEADER_RESERVE, SwapOrdering
 from .vocabulary import ServiceLevel
-from .wire.codec import Datagram, Fragment, Kind, Vertex
+from .wire.codec import Datagram, Fragment, Kind, SwapDatagram, Vertex
 from .wire.limits import overhead_bound
 
 # per vertex on the hot path: a module global is read far faster than an enum member
@@ -86,13 +92,24 @@ def prompt_origins(members: tuple[int, ...], node_id: int, phi: float) -> frozen
 
 
 class SessionConfig(ReliableConfig, Protocol):
-    """What a view's session reads of its configuration: the reliable layer's settings
-    and the ordering rule and threshold (``NodeConfig``)."""
+    """What a view's session reads of its configuration: the reliable layer's settings,
+    the ordering (``toto`` with its rule and threshold, or a swap ordering with its
+    tree) (``NodeConfig``)."""
 
     @property
     def rule(self) -> str: ...
     @property
     def phi(self) -> float | None: ...
+    @property
+    def ordering(self) -> str: ...
+    @property
+    def swap_tree(self) -> str: ...
+    @property
+    def swap_fanout(self) -> int: ...
+    @property
+    def swap_root_group(self) -> int: ...
+    @property
+    def swap_window(self) -> float: ...
 
 
 class ViewSession:
@@ -117,8 +134,18 @@ class ViewSession:
         self.reliable = ReliableLayer(view_id, node_id, members, config=config, rng=rng,
                                       now=now, drop=drop, counters=counters,
                                       limiter=limiter, lateness=lateness)
-        self.engine = TotalOrderEngine(list(members),
-                                       ordering_for(config.rule, config.phi, len(members)))
+        self.swap: SwapOrdering | None = None
+        """The swap ordering of this view (``protocols/swap/engine.py``), in place of the
+        ToTo engine when ``config.ordering`` is not ``toto``."""
+        self.engine: TotalOrderEngine | SwapOrdering
+        if config.ordering != "toto":
+            self.swap = self.engine = SwapOrdering(
+                view_id, members, node_id, ordering=config.ordering, shape=config.swap_tree,
+                fanout=config.swap_fanout, root_group=config.swap_root_group,
+                window=config.swap_window, rto=config.nack_retry, drop=drop)
+        else:
+            self.engine = TotalOrderEngine(
+                list(members), ordering_for(config.rule, config.phi, len(members)))
         if config.lazy_ack_delay > config.ack_delay:
             self.reliable.prompt_origins = prompt_origins(members, node_id, self.engine.phi)
         self._drop = drop
@@ -184,9 +211,25 @@ class ViewSession:
 
     def handle_timer(self, now: float) -> None:
         self._now = now
+        if self.swap is not None and not self.reliable.frozen:
+            self.swap.tick(now)  # once frozen no vertex goes out: swaps are moot
         released = self.reliable.handle_timer(now)
         if released:
             self._released(released)
+
+    def swap_receive(self, dg: SwapDatagram, now: float) -> None:
+        """A swap datagram of this view, for this member."""
+        self._now = now
+        if self.swap is not None:
+            self.swap.receive(dg, now)
+
+    def next_swap_timer(self) -> float | None:
+        if self.swap is None or self.reliable.frozen:
+            return None
+        return self.swap.next_deadline()
+
+    def take_swap_datagrams(self) -> list[SwapDatagram]:
+        return self.swap.take_datagrams() if self.swap is not None else []
 
     def send_batches(self, batcher: Batcher, window: SendWindow, now: float,
                      sent: list[tuple[int, list[tuple[bytes, ServiceLevel]]]]) -> None:
@@ -197,10 +240,21 @@ class ViewSession:
         if reliable.frozen:
             return
         budget = self.config.datagram_budget
+        swap = self.swap
         while batcher and window.can_send(reliable.unstable(), reliable.unstable_bytes()):
+            framed = swap is not None and batcher.queue[0][1] is not _CAUSAL
+            if framed and swap is not None and swap.header(
+                    now, len(batcher.queue), self._holdback.held_count == 0) is None:
+                break  # its swap is in flight: the vertex waits for its predecessor
             acks = reliable.acks_delta()
             room = budget - overhead_bound(len(acks), reliable.nack_reservation())
-            service, items = batcher.next_vertex(room)
+            if framed:
+                room -= HEADER_RESERVE
+            if framed and swap is not None:
+                service, items = batcher.next_vertex(room, swap.limit)
+                items = swap.frame(items)
+            else:
+                service, items = batcher.next_vertex(room)
             v = reliable.new_vertex(service, items, now, acks)
             if batcher.completed:
                 sent.append((v.seq, batcher.completed))
@@ -315,7 +369,18 @@ class ViewSession:
 
     def _deliver(self, v: Vertex, reasm: Reassembler, d: MessageDelivered | None) -> None:
         payloads: list[bytes] = []
-        for item in v.items:
+        items = v.items
+        swap = self.swap
+        if swap is not None and d is not None:
+            if swap.gap_before and (v.origin, v.seq) in swap.gap_before:
+                swap.gap_before.discard((v.origin, v.seq))
+                self.events.append(SwapGap(self.view_id, self.position))
+            try:
+                items = swap.unframe(items)
+            except (ProtocolViolation, ValueError, TypeError) as exc:
+                self._drop("bad_swap_header", str(exc))
+                return
+        for item in items:
             if isinstance(item, Fragment):
                 try:
                     whole = reasm.add(v.origin, item)

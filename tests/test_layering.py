@@ -41,7 +41,7 @@ PROTOCOL_LAYERS = {
     "wire": {"vocabulary", "errors"},
     "ordering": {"vocabulary", "errors"},
     "reliable": {"vocabulary", "errors", "wire"},
-    "swap": {"vocabulary", "errors"},
+    "swap": {"vocabulary", "errors", "wire", "ordering"},  # the engine plugs into the seam
 }
 """Lower layers of ``amcast.protocols`` and what each may import inside it."""
 

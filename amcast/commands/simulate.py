@@ -9,7 +9,8 @@ long version of the CI sweep (exit status 1 if any seed violates a property).
 partitions, checking virtual synchrony too (``--jobs`` runs seeds in parallel;
 ``--read-batching-ms`` makes the Nodes read arrivals in batches, as a daemon does;
 ``--disk-faults`` adds a full disk at one node per seed, ``--deaf-faults`` a node that
-hears nothing but is heard, ``--clock-faults`` a node whose clock is off for a while).
+hears nothing but is heard, ``--clock-faults`` a node whose clock is off for a while;
+``--ordering arrow|combining|hybrid`` orders with a swap ordering, docs/swap.md).
 ``--preset multigroup`` runs SCALATOM (atomic multicast to several groups, Scalable
 Atomic Multicast) in its own simulator for ``--seeds`` seeds under crashes, false
 suspicions, loss and reordering, and checks every run with the global acyclicity
@@ -71,6 +72,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--rule", default=DEFAULT_RULE.value, choices=[r.value for r in OrderingRule
                                                            if r.value != "toto"],
                         help="ordering rule of the Nodes")
+    faults.add_argument("--ordering", default="toto",
+                        choices=["toto", "arrow", "combining", "hybrid"],
+                        help="who orders: the ToTo rules (each seed draws one) or a swap "
+                             "ordering, arrow, combining or hybrid (membership)")
     faults.add_argument("--disk-faults", action="store_true",
                         help="a full disk at one node per seed, often with a restart during "
                              "it (membership)")
@@ -138,7 +143,7 @@ def run_membership(args: argparse.Namespace) -> int:
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
         read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults,
         deaf_faults=args.deaf_faults, clock_faults=args.clock_faults,
-        impostor_faults=args.impostor_faults)
+        impostor_faults=args.impostor_faults, ordering=args.ordering)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1
@@ -179,7 +184,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
     "disk_faults": ("membership",), "deaf_faults": ("membership",),
     "clock_faults": ("membership",), "impostor_faults": ("membership",),
-    "jobs": ("membership",), "protocol": ("multigroup",),
+    "jobs": ("membership",), "protocol": ("multigroup",), "ordering": ("membership",),
 }
 """The presets that read each option (``--seed``, ``--json`` and ``--quiet``: all)."""
 

@@ -42,8 +42,9 @@ class Batcher:
         self.queue.append((payload, service))
         self.pending_bytes += len(payload)
 
-    def next_vertex(self, room: int) -> tuple[ServiceLevel, tuple[Item, ...]]:
-        """Items of the next vertex, using at most ``room`` bytes; the queue must be non-empty."""
+    def next_vertex(self, room: int, limit: int = 0) -> tuple[ServiceLevel, tuple[Item, ...]]:
+        """Items of the next vertex, using at most ``room`` bytes and, when ``limit`` is
+        positive, at most the first ``limit`` messages; the queue must be non-empty."""
         queue = self.queue
         payload, service = queue[0]
         if self._offset or len(payload) + ITEM_OVERHEAD > room:
@@ -66,7 +67,7 @@ class Batcher:
         while queue:
             payload, kind = queue[0]
             cost = len(payload) + ITEM_OVERHEAD
-            if kind is not service or used + cost > room:
+            if kind is not service or used + cost > room or (limit and len(items) >= limit):
                 break
             queue.popleft()
             items.append(payload)

@@ -122,12 +122,17 @@ class SeedOutcome:
 def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: float = 0.2,
                  messages_per_node: int = 40, read_batching: float = 0.0,
                  disk_faults: bool = False, deaf_faults: bool = False,
-                 clock_faults: bool = False, impostor_faults: bool = False) -> SeedOutcome:
+                 clock_faults: bool = False, impostor_faults: bool = False,
+                 ordering: str = "toto") -> SeedOutcome:
+    """``ordering``: ``NodeConfig.ordering`` of every node (the swap orderings of
+    ``protocols/swap`` in place of the seed's ToTo rule)."""
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
                              disk_faults=disk_faults, deaf_faults=deaf_faults,
                              clock_faults=clock_faults, impostor_faults=impostor_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
-                                  read_batching=read_batching)
+                                  read_batching=read_batching,
+                                  settings={"ordering": ordering} if ordering != "toto" else None)
+    rule = point.rule if ordering == "toto" else ordering
     totals: Counter[str] = Counter()
     totals["messages"] += len(result.sent)
     totals["views"] += sum(len(v) for v in result.views.values())
@@ -146,10 +151,10 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
         totals["deaf views"] += views_during(result, point.plan[-1])
     plan = "; ".join(f.describe() for f in point.plan)
     bad = tuple(
-        f"seed {seed} (n={point.n}, {point.rule}, loss {point.loss:.0%}, {plan}): {prop}: {v}"
+        f"seed {seed} (n={point.n}, {rule}, loss {point.loss:.0%}, {plan}): {prop}: {v}"
         for prop, found in result.violations.items() for v in found[:2]
     )
-    return SeedOutcome(seed, point.rule, tuple(f.kind for f in point.plan),
+    return SeedOutcome(seed, rule, tuple(f.kind for f in point.plan),
                        tuple(sorted(totals.items())), bad)
 
 
@@ -230,9 +235,11 @@ def run_membership_sweep(
     deaf_faults: bool = False,
     clock_faults: bool = False,
     impostor_faults: bool = False,
+    ordering: str = "toto",
 ) -> dict:
-    """One faulty cluster per seed (over ``jobs`` processes); every property checked."""
-    one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss,
+    """One faulty cluster per seed (over ``jobs`` processes); every property checked.
+    ``ordering``: every node's ``NodeConfig.ordering`` (the report's rules then name it)."""
+    one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss, ordering=ordering,
                             messages_per_node=messages_per_node, read_batching=read_batching,
                             disk_faults=disk_faults, deaf_faults=deaf_faults,
                             clock_faults=clock_faults, impostor_faults=impostor_faults)

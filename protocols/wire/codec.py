@@ -23,7 +23,11 @@ feeds stability, so a safe message is not held up by an idle cluster). These are
 view). A MEMBERSHIP datagram is
 ``[5, sender, view, incarnation, type, body]`` (``amcast.protocols.wire.membership``):
 ``view`` is the sender's current view (0 if none) and ``incarnation`` tells a restarted
-daemon from its previous life. ``decode`` never raises anything but ``DecodeError``.
+daemon from its previous life. A SWAP datagram (the swap orderings, ``protocols/swap``)
+is ``[6, sender, view, dst, [seq, ack], msg]``: one message of a reliable FIFO link
+from ``sender`` to ``dst`` in view ``view`` (``seq`` 0: an acknowledgement only; ``ack``:
+the last seq received in order from ``dst``), ``msg`` a short list of non-negative
+integers the swap layer reads. ``decode`` never raises anything but ``DecodeError``.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class Kind(IntEnum):
     REPAIR = 3
     HEARTBEAT = 4
     MEMBERSHIP = 5
+    SWAP = 6
 
 
 KIND_NAMES: dict[int, str] = {kind.value: kind.name.lower() for kind in Kind}
@@ -121,6 +126,28 @@ class MembershipDatagram:
     message: Message
 
     kind = Kind.MEMBERSHIP
+
+
+SWAP_MSG_MAX = 8
+"""At most this many integers in a SWAP datagram's ``msg``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwapDatagram:
+    """One message of the swap layer's reliable link from ``sender`` to ``dst`` in view
+    ``view`` (``seq`` 0: an acknowledgement only)."""
+
+    sender: int
+    view: int
+    dst: int
+    seq: int
+    ack: int
+    msg: tuple[int, ...]
+
+    kind = Kind.SWAP
+
+
+AnyDatagram = Datagram | MembershipDatagram | SwapDatagram
 
 
 # Positional constructors for the decoder's fast path. ``Vertex`` and ``Datagram`` are
@@ -223,12 +250,19 @@ def encode_membership_body(dg: MembershipDatagram) -> bytes:
     return _pack(obj)
 
 
-def encode(dg: Datagram | MembershipDatagram, auth: Authenticator, wall_ms: int) -> bytes:
+def encode_swap_body(dg: SwapDatagram) -> bytes:
+    return _pack([int(Kind.SWAP), dg.sender, dg.view, dg.dst, [dg.seq, dg.ack], list(dg.msg)])
+
+
+def encode(dg: Datagram | MembershipDatagram | SwapDatagram, auth: Authenticator,
+           wall_ms: int) -> bytes:
     """Seal one datagram; ``wall_ms``: the sender's wall clock (replay protection)."""
     if type(dg) is Datagram:
         return auth.seal(encode_body(dg), wall_ms)
     if isinstance(dg, MembershipDatagram):
         return auth.seal(encode_membership_body(dg), wall_ms)
+    if isinstance(dg, SwapDatagram):
+        return auth.seal(encode_swap_body(dg), wall_ms)
     return auth.seal(encode_body(dg), wall_ms)
 
 
@@ -276,7 +310,7 @@ def _vertex(obj: Any, limits: WireLimits) -> Vertex:
 
 
 def decode(data: bytes, auth: Authenticator, limits: WireLimits,
-           wall_ms: int) -> Datagram | MembershipDatagram:
+           wall_ms: int) -> Datagram | MembershipDatagram | SwapDatagram:
     """Authenticate, check for replay, then decode one datagram; any defect raises
     ``DecodeError``. ``wall_ms``: the receiver's wall clock."""
     return decode_body(open_body(data, auth, limits, wall_ms), limits)
@@ -292,7 +326,7 @@ def open_body(data: bytes, auth: Authenticator, limits: WireLimits,
 
 
 def decode_unchecked(data: bytes, auth: Authenticator,
-                     limits: WireLimits) -> tuple[Sealed | None, Datagram | MembershipDatagram]:
+                     limits: WireLimits) -> tuple[Sealed | None, AnyDatagram]:
     """Authenticate and decode without the replay check: the sealed header for a later
     ``Authenticator.admit`` (the simulator decodes a multicast once for every receiver,
     each of which admits it against its own replay guard) and the datagram."""
@@ -329,7 +363,7 @@ def _options(limits: WireLimits) -> dict[str, Any]:
     return options
 
 
-def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | MembershipDatagram:
+def decode_body(body: bytes | memoryview, limits: WireLimits) -> AnyDatagram:
     """Decode an authentic body; any defect raises ``DecodeError``.
 
     The common datagram (DATA or ACK_ONLY, well formed) takes ``_decode_fast``; anything
@@ -408,7 +442,7 @@ def _decode_fast(obj: Any, limits: WireLimits) -> Datagram | None:
     return _new_datagram(kind, sender, view, hb_seq, nacks, (vertex,))
 
 
-def _decode_obj(obj: Any, limits: WireLimits) -> Datagram | MembershipDatagram:
+def _decode_obj(obj: Any, limits: WireLimits) -> Datagram | MembershipDatagram | SwapDatagram:
     """The reference decoder of an unpacked body: every check, in order, with its detail."""
     fields = read_list(obj, "datagram")
     if len(fields) != 6:
@@ -423,6 +457,18 @@ def _decode_obj(obj: Any, limits: WireLimits) -> Datagram | MembershipDatagram:
         incarnation = read_int(fields[3], 0, MAX_INCARNATION, "incarnation")
         return MembershipDatagram(sender, view, incarnation,
                                   decode_message(fields[4], fields[5], limits))
+    if kind is Kind.SWAP:
+        dst = read_int(fields[3], 0, MAX_NODE_ID, "swap dst")
+        link = read_list(fields[4], "swap link")
+        if len(link) != 2:
+            raise DecodeError("bad_field", "swap link arity")
+        seq = read_int(link[0], 0, MAX_SEQ, "swap seq")
+        ack = read_int(link[1], 0, MAX_SEQ, "swap ack")
+        raw_msg = read_list(fields[5], "swap msg", max_len=SWAP_MSG_MAX)
+        if (seq == 0) != (not raw_msg):
+            raise DecodeError("bad_field", "swap msg")
+        msg = tuple(read_int(x, 0, MAX_SEQ, "swap msg field") for x in raw_msg)
+        return SwapDatagram(sender, view, dst, seq, ack, msg)
     hb_seq = read_int(fields[3], 0, MAX_SEQ, "hb_seq")
     flat = read_list(fields[4], "nacks")
     if len(flat) % 3 or len(flat) > 3 * limits.max_nack_ranges:

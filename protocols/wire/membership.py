@@ -114,6 +114,7 @@ class Settings:
     which travels along: the coordinator's list becomes the view's)."""
 
     rule: str
+    """The ToTo rule, or a swap ordering with its tree (``swap.engine.settings_text``)."""
     phi: float | None
     expected_votes: int | None
     max_message_size: int
@@ -127,6 +128,9 @@ class Settings:
         for name in ("rule", "phi", "expected_votes", "max_message_size"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine != theirs:
+                # ``rule`` carries a swap ordering and its tree as "arrow:balanced/2"
+                if name == "rule" and ":" in f"{mine}{theirs}":
+                    name = "ordering"
                 out.append(f"{name}: {mine!r} (coordinator), {theirs!r} (refused daemon)")
         return out
 

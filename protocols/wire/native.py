@@ -30,13 +30,13 @@ from typing import Any
 from ..vocabulary import SERVICE_BY_CODE
 from . import membership
 from .auth import Authenticator
-from .codec import KINDS, Datagram, Fragment, Kind, MembershipDatagram, Vertex
+from .codec import KINDS, AnyDatagram, Datagram, Fragment, Kind, MembershipDatagram, Vertex
 from .codec import decode_body as pure_decode_body
 from .keys import Keyring
 from .limits import WireLimits
 from .replay import ReplayGuard
 
-Decode = Callable[[bytes | memoryview], Datagram | MembershipDatagram]
+Decode = Callable[[bytes | memoryview], AnyDatagram]
 """``codec.decode_body`` with its limits bound: an authentic body in, a datagram out."""
 
 NATIVE_KINDS = 6
@@ -132,7 +132,7 @@ _decoders: dict[int, tuple[WireLimits, Decode]] = {}
 limits, which stay alive, so an id is not reused while its entry is here."""
 
 
-def decode_body(body: bytes | memoryview, limits: WireLimits) -> Datagram | MembershipDatagram:
+def decode_body(body: bytes | memoryview, limits: WireLimits) -> AnyDatagram:
     """``codec.decode_body`` by the selected core: the Node's call site. The core is chosen
     when a ``WireLimits`` first decodes (``AMCAST_CORE`` is not read per datagram)."""
     entry = _decoders.get(id(limits))
