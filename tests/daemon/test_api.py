@@ -69,7 +69,7 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     assert [d.payload for d in batch] == [b"after-garbage"]
     status = await good.status()
     assert status["node"] == 1
-    kinds = {"data", "ack_only", "heartbeat", "nack", "repair", "membership"}
+    kinds = {"data", "ack_only", "heartbeat", "nack", "repair", "membership", "swap"}
     assert set(status["datagrams"]) == {"sent", "received"}
     assert set(status["datagrams"]["sent"]) == set(status["datagrams"]["received"]) == kinds
     assert status["datagrams"]["received"]["data"] >= 1  # node 0's messages came here
