@@ -41,6 +41,7 @@ class Host(LogHost, Protocol):
     node_id: int
     node: Node | None
     variant: str
+    core: dict[str, str]
     started: float
     view_id: int
     members: list[int]
@@ -238,7 +239,7 @@ def status(d: Host) -> dict[str, Any]:
     return {
         "node": d.node_id, **membership_status(d),
         "transport": d.config.network.transport,
-        "variant": d.variant, "phi": d.phi, "now": d.now(),
+        "variant": d.variant, "core": d.core, "phi": d.phi, "now": d.now(),
         "uptime_s": d.now() - d.started, "position": d.position,
         "health": health(d),
         "clients": [conn.info() for conn in d.api.clients.values()],

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -556,6 +556,17 @@ class Metrics:
             buckets=FLUSH_BUCKETS, registry=self.registry,
         )
         self._server: MetricsHttpServer | None = None
+        self._core: Gauge | None = None
+
+    def set_core(self, core: Mapping[str, str]) -> None:
+        """``amcast_core_info``: 1, labelled with which implementation runs each part of
+        the data path (``Daemon.core``: ``decode``, ``seal``, ``modules``)."""
+        if self._core is None:
+            self._core = Gauge("amcast_core_info",
+                               "1; the labels say which implementation runs each part of "
+                               "the data path (native or pure; compiled or interpreted)",
+                               labelnames=sorted(core), registry=self.registry)
+        self._core.labels(**core).set(1)
 
     def count_event(self, counters: Counters, ev: object) -> None:
         """Count one membership event of ``Node.events()`` (on the event loop)."""

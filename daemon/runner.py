@@ -69,7 +69,7 @@ from ..protocols.events import (
     ServiceLevel,
 )
 from ..protocols.node import Node
-from . import fanout, health, observe, reload, shutdown
+from . import fanout, health, native, observe, reload, shutdown
 from .access import AccessPolicy
 from .api import ApiServer, ClientConnection, ensure_fd_limit
 from .config import DaemonConfig
@@ -131,6 +131,9 @@ class Daemon:
         # the ToTo rule, or the swap ordering that replaces the engine (docs/swap.md)
         ordering = self.node_config.ordering
         self.variant = str(self.node_config.rule) if ordering == "toto" else ordering
+        self.core: dict[str, str] = {}
+        """Which implementation runs each part of the data path (``Node.core``) and the
+        protocol modules (``native.state``: compiled by mypyc or interpreted); set at start."""
         # one envelope should fit one datagram (the engine fragments bigger ones)
         self.envelope_bytes = self.limits.envelope_bytes
         seed = config.node.seed
@@ -227,6 +230,8 @@ class Daemon:
             incarnation_floor=int(self._wall_clock() * 1000),
         )
         self._follow_wall_clock()
+        self.core = {**self.node.core, "modules": native.state()["protocol_core"]}
+        self.metrics.set_core(self.core)
         self.groups = Groups(self.node_id, self.api.members_of, self,
                              agreed=hasattr(self.node, "membership"),
                              part_bytes=max(1024, self.envelope_bytes // 2))
@@ -270,7 +275,7 @@ class Daemon:
             transport=cfg.network.transport,
             group=f"{cfg.network.group}:{cfg.network.port}", interface=cfg.network.interface,
             socket=self.api.path, metrics_port=self.metrics_port, log_dir=cfg.logs.dir,
-            rcvbuf=self.transport.rcvbuf, variant=self.variant, phi=self.phi,
+            rcvbuf=self.transport.rcvbuf, variant=self.variant, phi=self.phi, core=self.core,
             max_message_bytes=self.limits.max_message_bytes,
         )
         observe.log_sealing(self)

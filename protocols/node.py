@@ -75,7 +75,7 @@ from .wire.codec import (
 from .wire.keys import Keyring
 from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from .wire.membership import Settings, ViewRecord
-from .wire.native import decode_body  # codec.decode_body by the selected core
+from .wire.native import decode_body, decoder_core  # codec.decode_body by the selected core
 from .wire.replay import SessionState
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
@@ -606,6 +606,14 @@ class Node:
                 "needed": needed(known.potential, self.config.expected_votes),
                 "reachable": len([n for n in live if n in known.potential])}
         return q
+
+    @property
+    def core(self) -> dict[str, str]:
+        """Which implementation runs each part of the data path (``native``: the Rust
+        extension; ``pure``: the Python reference, ``AMCAST_CORE``): ``decode`` (the
+        datagram decoder) and ``seal`` (sealing, opening and the replay guard: Python
+        here so far; docs/native.md)."""
+        return {"decode": decoder_core(self._limits), "seal": "pure"}
 
     @property
     def leaving_started(self) -> bool:

@@ -106,6 +106,15 @@ def describe_change(change: dict[str, Any], now: float | None) -> str:
             + ("; ".join(parts) or "same members"))
 
 
+def core_text(st: dict[str, Any]) -> str:
+    """``, decoder native`` and the like: the parts of the data path a native core runs
+    (``Daemon.core``; nothing when everything is the Python reference, or from a daemon
+    that does not say)."""
+    core = st.get("core") or {}
+    native = [part for part, impl in sorted(core.items()) if impl in ("native", "compiled")]
+    return f", native: {'+'.join(native)}" if native else ""
+
+
 def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """Header lines and the peers table of the text output."""
     view = view_of(st)
@@ -233,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     c = last["counters"]
     header, peers = membership_report(last)
     print_report({
-        "title": "\n".join([f"amcastd node {last['node']} ({last['variant']}), "
+        "title": "\n".join([f"amcastd node {last['node']} ({last['variant']}{core_text(last)}), "
                              f"up {last['uptime_s']:.0f} s", *header]),
         "tables": [*([peers] if peers["rows"] else []), {
             "title": "clients",

@@ -143,6 +143,17 @@ def decode_body(body: bytes | memoryview, limits: WireLimits) -> AnyDatagram:
     return entry[1](body)
 
 
+def decoder_core(limits: WireLimits) -> str:
+    """``native`` or ``pure``: the core ``decode_body`` decodes with for ``limits`` (what
+    ``amcastd`` reports as its decoder: ``Node.core``)."""
+    entry = _decoders.get(id(limits))
+    if entry is None or entry[0] is not limits:
+        if len(_decoders) >= 64:
+            _decoders.clear()
+        entry = _decoders[id(limits)] = (limits, make_decoder(limits))
+    return "pure" if isinstance(entry[1], partial) else "native"
+
+
 def _slot_setters() -> tuple[Any, list[Any], list[Any]] | None:
     """``object.__new__`` and the slot descriptors' ``__set__`` of ``Vertex`` and
     ``Datagram`` (what ``codec._new_vertex`` stores through); ``None`` where the classes

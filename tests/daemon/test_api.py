@@ -73,6 +73,9 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     assert set(status["datagrams"]) == {"sent", "received"}
     assert set(status["datagrams"]["sent"]) == set(status["datagrams"]["received"]) == kinds
     assert status["datagrams"]["received"]["data"] >= 1  # node 0's messages came here
+    # which implementation runs each part of the data path (Node.core, the modules)
+    assert set(status["core"]) == {"decode", "seal", "modules"}
+    assert status["core"]["decode"] in ("native", "pure") and status["core"]["seal"] == "pure"
     s0 = c.daemons[0].counters.client_errors
     assert s0["bad_frame"] == 2 and s0["frame_too_large"] == 1
     await good.close()
@@ -232,6 +235,8 @@ async def test_socket_permissions_metrics_logs_and_clean_stop(make_cluster: Any)
                  "amcast_delivery_latency_seconds_bucket", "amcast_clients_connected 1.0",
                  'amcast_batches_delivered_total{service="causal"}'):
         assert name in text, name
+    labels = ",".join(f'{part}="{impl}"' for part, impl in sorted(c.daemons[0].core.items()))
+    assert f"amcast_core_info{{{labels}}} 1.0" in text
     view_line = next(line for line in text.splitlines() if line.startswith("amcast_view_id "))
     assert float(view_line.split()[1]) == c.daemons[0].view_id
     codes = await c.stop()

@@ -70,6 +70,19 @@ def test_the_decoder_follows_the_switch(monkeypatch: pytest.MonkeyPatch) -> None
     assert isinstance(native.make_decoder(WireLimits()), partial)
 
 
+def test_the_decoder_core_is_what_the_node_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``decoder_core`` names the decoder ``decode_body`` uses for a ``WireLimits``: what
+    ``Node.core`` (and ``amcast status``, the start line and ``amcast_core_info``) say."""
+    monkeypatch.setenv(native.CORE_ENV, "pure")
+    assert native.decoder_core(WireLimits(max_vertices=7)) == "pure"
+    if native.native_module() is not None:
+        monkeypatch.setenv(native.CORE_ENV, "native")
+        assert native.decoder_core(WireLimits(max_vertices=9)) == "native"
+    monkeypatch.setattr(native, "native_module", lambda: None)
+    monkeypatch.setenv(native.CORE_ENV, "auto")
+    assert native.decoder_core(WireLimits(max_vertices=11)) == "pure"
+
+
 def test_the_node_call_site_chooses_once_per_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     """``native.decode_body`` (the Node's) picks the core when a ``WireLimits`` first
     decodes and keeps it: ``AMCAST_CORE`` is not read per datagram."""
