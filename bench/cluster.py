@@ -57,6 +57,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from amcast.protocols.swap.engine import ORDERINGS
+
 from amcast.argtypes import non_negative, positive, whole
 from amcast.client import BlockingClient
 from amcast.loadgen import MIN_SIZE
@@ -92,6 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle", type=non_negative, default=5.0,
                    help="seconds of idle CPU measurement before the throughput load "
                         "(default 5; 0 skips)")
+    p.add_argument("--ordering", choices=ORDERINGS, default=None,
+                   help="protocol.ordering of every daemon (default: the daemons' default, "
+                        "toto); the same as --protocol ordering=NAME")
     p.add_argument("--protocol", action="append", default=[], metavar="KEY=VALUE",
                    help="[protocol] setting for every daemon (repeatable)")
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: a temp dir)")
@@ -247,10 +252,11 @@ def read_rcvbuf_errors() -> int:
         return rcvbuf_errors(fh.read())
 
 
-def protocol_settings(pairs: list[str]) -> dict[str, Any]:
+def protocol_settings(pairs: list[str], ordering: str | None = None) -> dict[str, Any]:
     from amcast.commands.cluster import parse_protocol
 
-    return {"datagram_budget": 65000, **parse_protocol(pairs)}
+    chosen = {"ordering": ordering} if ordering is not None else {}
+    return {"datagram_budget": 65000, **chosen, **parse_protocol(pairs)}
 
 
 def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
@@ -325,7 +331,8 @@ def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
 
 
 def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    cluster = LocalCluster(n, base / f"throughput-n{n}", protocol=protocol_settings(args.protocol),
+    cluster = LocalCluster(n, base / f"throughput-n{n}",
+                           protocol=protocol_settings(args.protocol, args.ordering),
                            transport=args.transport)
     print(f"[bench cluster] N={n}: starting daemons ...", file=sys.stderr, flush=True)
     cluster.start()
@@ -406,7 +413,8 @@ STAGE_COLUMNS = ["N", "client p50 ms", "vertex->ordered at sender p50 ms", "p99 
 
 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    cluster = LocalCluster(n, base / f"latency-n{n}", protocol=protocol_settings(args.protocol),
+    cluster = LocalCluster(n, base / f"latency-n{n}",
+                           protocol=protocol_settings(args.protocol, args.ordering),
                            transport=args.transport,
                            extra={"logs": {"trace": True}} if args.trace else {})
     total = args.latency_warmup + args.latency_duration

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.cli import build_parser
 from bench.cluster import (
     DATAGRAM_COLUMNS,
     KINDS,
@@ -25,6 +26,7 @@ from bench.cluster import (
     kind_deltas,
     latency_row,
     percentile,
+    protocol_settings,
     rcvbuf_errors,
     send_spread,
     stage_latencies,
@@ -252,3 +254,15 @@ def test_wakeups_reads_this_process_voluntary_context_switches() -> None:
     before = wakeups(os.getpid())
     time.sleep(0.01)  # blocks once: one more voluntary switch at least
     assert wakeups(os.getpid()) > before >= 0
+
+
+def test_the_ordering_option_reaches_every_daemons_protocol_settings() -> None:
+    """``--ordering arrow`` is ``--protocol ordering=arrow``; an explicit ``--protocol``
+    setting wins; without either the daemons keep their default (toto)."""
+    assert protocol_settings([], None) == {"datagram_budget": 65000}
+    assert protocol_settings([], "arrow")["ordering"] == "arrow"
+    assert protocol_settings(["ordering=hybrid"], "arrow")["ordering"] == "hybrid"
+    args = build_parser().parse_args(["cluster", "--ordering", "combining"])
+    assert args.ordering == "combining"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["cluster", "--ordering", "sequencer"])
