@@ -40,6 +40,7 @@ from .. import socket_protocol as sp
 from ..protocols.errors import ConfigurationError
 from ..protocols.node_config import NodeConfig
 from ..protocols.wire.keys import Keyring
+from ..protocols.wire.native import CORE_ENV
 from .access import parse_principal
 from .keyfile import load_keyring
 
@@ -47,6 +48,9 @@ ENV_PREFIX = "AMCAST_"
 MAX_MESSAGE_BYTES = 1 << 30
 """Upper bound of ``api.max_message_bytes`` (1 GiB; frames carry a u32 length)."""
 ENV_CONFIG_PATH = "AMCAST_CONFIG"
+# variables of the AMCAST_ prefix that are not configuration keys: the config file's path
+# and the protocol core (``pure`` or ``native``, read by the wire layer)
+ENV_NOT_KEYS = frozenset({ENV_CONFIG_PATH, CORE_ENV})
 
 
 class _Section(BaseModel):
@@ -538,7 +542,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``AMCAST_SECTION__KEY=value`` pairs as a nested dict (see the module docstring)."""
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG_PATH:
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_KEYS:
             continue
         rest = name[len(ENV_PREFIX) :]
         if "__" not in rest:

@@ -45,6 +45,17 @@ def test_config_path_from_environment(tmp_path: Path) -> None:
     assert load_config(None, {"AMCAST_CONFIG": str(path)}).network.ttl == 0
 
 
+def test_core_variable_is_not_a_config_key(tmp_path: Path) -> None:
+    """``AMCAST_CORE`` picks the protocol core (read by the wire layer); the config loader
+    leaves it alone instead of refusing it as a malformed ``AMCAST_<SECTION>__<KEY>``."""
+    path = tmp_path / "c.toml"
+    path.write_text("[network]\nttl = 0\n")
+    for core in ("pure", "native", "auto"):
+        assert load_config(path, {"AMCAST_CORE": core}).network.ttl == 0
+    with pytest.raises(ConfigurationError, match="AMCAST_COR"):
+        load_config(path, {"AMCAST_COR": "pure"})
+
+
 @pytest.mark.parametrize(
     ("toml", "env", "needle"),
     [
