@@ -2,7 +2,7 @@
 # Build .w1dev/ (git-ignored through .git/info/exclude): everything W1 beside JGroups and
 # Corosync needs on a bare x86-64 machine with Python 3.12 and no package index, such as the
 # 16-core `device` machine (Ubuntu 24.04, no iproute2, no Java, no Corosync):
-#   whl/        cp312 wheels of requirements.lock and of amcast itself
+#   whl/        cp312 wheels of requirements.lock, of amcast and of its native core (abi3)
 #   jre.tar.xz  a jlink'd OpenJDK 17 runtime with the modules JGroups 2.12 and W1Member use
 #   cs/         corosync, corosync-cmapctl and ip (iproute2) from this Debian 12 host with
 #               every library they load but libc/libm, behind wrappers that set LD_LIBRARY_PATH
@@ -25,6 +25,8 @@ for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manyl
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version "$PYVER" \
   --implementation cp "${plat[@]}" -d "$B/whl" -r requirements.lock
 .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w "$B/whl" .
+# the native core as an abi3 wheel (`make wheel`), when this host can build it
+if command -v cargo >/dev/null; then make -s wheel >/dev/null && cp dist/amcast_native-*-abi3-*.whl "$B/whl/"; fi
 rm -rf build  # setuptools' staging copy: it keeps files a later checkout removed
 
 echo "JRE"
@@ -55,7 +57,11 @@ echo "corosync, iproute2, util-linux"
 mkdir -p "$B/peers"
 cp -a ../shared/peers/. "$B/peers/"
 rm -rf "$B/peers/results/raw" "$B/peers/.venv" "$B/peers/jgroups/build" "$B/peers/corosync/build"
-patch -s -d "$B/peers" -p1 < docs/perf/w1-harness.patch
+if patch -s -N --dry-run -d "$B/peers" -p1 < docs/perf/w1-harness.patch >/dev/null 2>&1; then
+  patch -s -N -d "$B/peers" -p1 < docs/perf/w1-harness.patch
+else
+  echo "docs/perf/w1-harness.patch does not apply: the peer harness has it already"
+fi
 mkdir -p "$B/peers/jgroups/build" "$B/peers/corosync/build"
 javac -nowarn -cp /usr/share/java/jgroups.jar -d "$B/peers/jgroups/build" "$B/peers/jgroups/W1Member.java"
 gcc -O2 -Wall -o "$B/peers/corosync/build/w1_cpg.real" "$B/peers/corosync/w1_cpg.c" -lcpg -lpthread
