@@ -100,8 +100,9 @@ import structlog
 
 from .. import socket_protocol as sp
 from ..protocols.errors import ConfigurationError
-from .access import AccessPolicy, PeerIdentity, Request, peer_identity
+from .access import AccessPolicy, PeerIdentity, Request, peer_identity, resolve
 from .config import ApiSection
+from .inprocess import pipe
 
 _packb = msgpack.packb
 log = structlog.get_logger("amcastd")
@@ -782,6 +783,16 @@ class ApiServer:
         conn = ClientConnection(self, self._next_id)
         self._next_id += 1
         return conn
+
+    def connect_in_process(self, client_side: asyncio.Protocol) -> asyncio.Transport:
+        """Serve a client of this process (the embedded member) over an in-memory stream
+        instead of the socket: the same connection, slots, access policy and flow
+        control as a socket client (``amcast.daemon.inprocess``). Returns the client's
+        transport."""
+        conn = self._new_connection()
+        _, client = pipe(asyncio.get_running_loop(), conn, client_side)
+        conn.peer = resolve(os.getuid(), os.getgid(), os.getpid())  # this very process
+        return client
 
     # ---- connection slots ----------------------------------------------------------
     def admit(self, conn: ClientConnection) -> None:

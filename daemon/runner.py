@@ -116,11 +116,15 @@ class Daemon:
         node_factory: Callable[..., Node] = Node,
         reload: Callable[[], DaemonConfig] | None = None,
         wall_clock: Callable[[], float] = time.time,
+        embedded: bool = False,
     ) -> None:
         """``wall_clock``: this host's wall clock (Unix seconds), which stamps and checks
         datagram send times (replay protection) and floors incarnations; the engine's
-        clock is monotonic."""
+        clock is monotonic. ``embedded``: the daemon runs inside an application's process
+        (``amcast.member``): the application owns the signals and systemd's notify
+        socket, so the daemon installs no signal handler and notifies nobody."""
         self.config = config
+        self.embedded = embedded
         self._reload = reload
         self.node_id = config.node.id
         self._wall_clock = wall_clock
@@ -181,7 +185,7 @@ class Daemon:
         self.last_delivery = self.started
         self.pending_since: float | None = None
         """Since when own messages or DAG vertices wait (health; ``None``: none do)."""
-        self.notifier = Notifier(environ)
+        self.notifier = Notifier({} if embedded else environ)
         self.node: Node | None = None
         self.api = ApiServer(config.api, self, AccessPolicy.from_config(config.access))
         self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
@@ -259,12 +263,14 @@ class Daemon:
         # Everything imported and built so far lives as long as the daemon: move it out of
         # the collector's reach, so a full collection walks only what the traffic made
         # (gen-2 pauses of 10-20 ms at start-up, now spared on the delivery path).
-        gc.freeze()
+        if not self.embedded:  # an application's own objects are not the daemon's to pin
+            gc.freeze()
         self.transport.start(loop, self._on_datagrams)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop, sig.name)
-        if self._reload is not None:
-            loop.add_signal_handler(signal.SIGHUP, self.reload)
+        if not self.embedded:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.request_stop, sig.name)
+            if self._reload is not None:
+                loop.add_signal_handler(signal.SIGHUP, self.reload)
         self._every(cfg.logs.snapshot_interval_s, self.snapshot_metrics)
         self._every(TICK_S, self._tick)
         if cfg.systemd.watchdog and self.notifier.watchdog_interval_s:
@@ -302,7 +308,7 @@ class Daemon:
         for handle in (self._timer, self._state_retry):
             if handle is not None:
                 handle.cancel()
-        if self._loop is not None:
+        if self._loop is not None and not self.embedded:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._loop.remove_signal_handler(sig)
             self._loop.remove_signal_handler(signal.SIGHUP)

@@ -29,10 +29,13 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"socket_protocol", "protocols", "root"},
     "analytics": set(),
     "cli": {"protocols", "socket_protocol", "client", "root", "analytics", "cli", "argtypes"},
+    "member": {"daemon", "client", "protocols", "socket_protocol", "root"},
 }
 """``cli``: the command line, its commands, the demo, local clusters, the load generator
 and reports; they sit on top and nothing below imports them; they run daemons as
 processes, never import them.
+``member``: the embedded member (``amcast.member``), the one place where an application's
+process runs the daemon itself, beside its client.
 ``client`` may use ``protocols`` for the error hierarchy only (checked below)."""
 
 PROTOCOL_LAYERS = {
@@ -70,6 +73,8 @@ def _unit(module: str) -> str:
         return second
     if second == "client":
         return "client"
+    if second == "member":
+        return "member"
     return "cli"
 
 

@@ -162,14 +162,36 @@ class Client(SessionState):
             )
         except (OSError, TimeoutError) as exc:
             raise connect_error(path, exc) from None
+        await self._greet(name, f"amcastd at {path}", limit)
+        return self
+
+    @classmethod
+    async def attach(cls, connect: Callable[[asyncio.Protocol], object], *, name: str = "",
+                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+                     max_unconfirmed_bytes: int = DEFAULT_MAX_UNCONFIRMED_BYTES,
+                     max_queued_events: int = 4096,
+                     timeout: float | None = DEFAULT_TIMEOUT,
+                     sync_interval: float = LAZY_SYNC_S,
+                     self_discard: bool = False) -> Client:
+        """Greet a daemon over a stream that ``connect(protocol)`` opens for this client
+        (it calls ``protocol.connection_made``): the embedded member's in-process
+        connection (``amcast.member``). Otherwise as ``connect``."""
+        self = cls(max_batch_bytes, max_queued_events,
+                   max_unconfirmed_bytes=max_unconfirmed_bytes, timeout=timeout,
+                   sync_interval=sync_interval, self_discard=self_discard)
+        connect(self._proto)
+        limit = None if timeout is None or math.isinf(timeout) else timeout
+        await self._greet(name, "the embedded member", limit)
+        return self
+
+    async def _greet(self, name: str, what: str, limit: float | None) -> None:
         self._write(sp.encode_frame({"t": "hello", "v": sp.PROTOCOL_VERSION, "name": name}))
         try:
             await asyncio.wait_for(asyncio.shield(self._welcome), limit)
         except TimeoutError:
             self.abort()
-            raise ClientTimeout(f"amcastd at {path} did not answer hello within {timeout} s "
+            raise ClientTimeout(f"{what} did not answer hello within {limit} s "
                                 "(is it stalled?)") from None
-        return self
 
     # ---- frames in -------------------------------------------------------------------
     def _on_item(self, item: dict[str, Any] | FrameError) -> None:
