@@ -36,7 +36,7 @@ lint: install
 # files' static checks, the man pages and a real cluster end to end (FAST_PROCESS_TESTS;
 # Spark and the `slow` real-process tests are left to `make check`). `make check` is
 # everything, as CI runs it (.ci/run): the whole suite, the Debian package built and
-# unpacked, then the compiled core (test-native).
+# unpacked, then the Rust crate's clippy and cargo test (native-check).
 #
 # The deterministic tests (the engines, the simulator and its sweeps: virtual time, no
 # sockets, no processes) run on every core with pytest-xdist; the rest (real daemons,
@@ -66,7 +66,6 @@ check: install lint
 	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
-	$(MAKE) --no-print-directory test-native
 	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory native-check; \
 	else echo "*** no Rust toolchain (cargo): the native crate's clippy and cargo test skipped"; fi
 
@@ -83,9 +82,10 @@ man: install
 deb: install
 	$(PY) deploy/build_deb.py --out dist
 
-# The protocol core compiled with mypyc (opt-in; docs/performance.md, "A compiled protocol core"):
-# `make native` builds it beside the sources, `make pure` removes it. amcastd and the
-# tests refuse a build older than its sources.
+# The protocol core compiled with mypyc (deprecated: retired in favour of the Rust core,
+# docs/native.md; no longer part of `make check`; docs/performance.md, "A compiled
+# protocol core"): `make native` builds it beside the sources, `make pure` removes it.
+# amcastd and the tests refuse a build older than its sources.
 native: install
 	$(PY) -m pip install --quiet -e '.[native]'
 	$(PY) deploy/build_native.py
@@ -98,9 +98,8 @@ pure: install
 wheel-native: native
 	$(PY) deploy/build_native.py --wheel dist
 
-# What `make check` runs against the compiled build after the whole suite interpreted
-# (a build present before is removed first): the engines' own tests and sweeps, and
-# daemons end to end; the tree is left interpreted.
+# The suite's part that once ran in `make check` against the mypyc build: the engines'
+# own tests and sweeps, and daemons end to end; the tree is left interpreted.
 NATIVE_PURE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
 	tests/simulation
 NATIVE_PROCESS_TESTS ?= tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py \
