@@ -29,6 +29,7 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(PY) deploy/typecheck.py
 
 # Two tiers. `make test` is the fast one (a few minutes on two cores): every package's own
 # tests, the engines' and the simulator's without the longer sweeps (marked `slow`), the

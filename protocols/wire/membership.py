@@ -396,7 +396,7 @@ def accepted_obj(accepted: tuple[Ballot, Proposal], held: bool) -> list[Any]:
     """A vote as promises and the durable state carry it: ``[ballot, proposal]`` for a
     holder's vote or one that needs no holder (the form older daemons write and read),
     ``[ballot, proposal, false]`` otherwise."""
-    obj = [_ballot(accepted[0]), proposal_obj(accepted[1])]
+    obj: list[Any] = [_ballot(accepted[0]), proposal_obj(accepted[1])]
     if not held:
         obj.append(False)
     return obj
@@ -488,8 +488,9 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
         holder_voted = read_bool(body[2], "holder voted") if len(body) == 3 else False
         return Accept(read_ballot(body[0]), read_proposal(body[1], limits), holder_voted)
     if kind is MsgType.ACCEPTED:
-        held = read_bool(body[2], "held") if len(body) == 3 else None
-        return Accepted(read_ballot(body[0]), read_int(body[1], 1, MAX_VIEW_ID, "view id"), held)
+        held_flag = read_bool(body[2], "held") if len(body) == 3 else None
+        return Accepted(read_ballot(body[0]), read_int(body[1], 1, MAX_VIEW_ID, "view id"),
+                        held_flag)
     if kind is MsgType.INSTALL:
         return Install(read_ballot(body[0]), read_proposal(body[1], limits))
     targets = _read_members(body[0], limits, "refused member")
