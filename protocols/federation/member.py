@@ -142,7 +142,9 @@ class FederationMember:
         """Refused datagrams and records by reason, duplicates ignored, retransmissions."""
         self._own: dict[FedId, _Own] = {}
         self._stamps: dict[FedId, _Stamp] = {}
-        self._reply_to: dict[FedId, set[tuple[str, str]]] = {}
+        self._reply_to: dict[tuple[FedId, int, str], tuple[float, set[tuple[str, str]]]] = {}
+        """``(m, kind, cluster)`` of a record injected for other clusters -> since when,
+        and who to acknowledge once the order delivers it."""
         self._injected: dict[tuple[FedId, int, str], float] = {}
         self._seen: dict[FedId, float] = {}
         """Pending messages of the state -> when this member learnt of them (insertion
@@ -233,13 +235,13 @@ class FederationMember:
                                    next_t=now + self.config.retransmit_s)
                     self._stamps[m] = stamp
                     out += self._send_stamp(m, stamp)
-            out += self._acks(m)
+            out += self._acks(m, (m, 0, self.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecTimestamp):
             m = rec.msg_id
             self._injected.pop((m, 1, rec.cluster), None)
             delivered = st.apply_timestamp(m, rec.cluster, rec.lts)
-            out += self._acks(m)
+            out += self._acks(m, (m, 1, rec.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecStateRequest) and rec.node != self.node:
             others = [n for n in self.view if n != rec.node]
@@ -255,10 +257,11 @@ class FederationMember:
             self._stall_next.pop(d.msg_id, None)
         return list(delivered)
 
-    def _acks(self, m: FedId) -> list[Output]:
-        targets = self._reply_to.pop(m, None)
-        if not targets:
+    def _acks(self, m: FedId, key: tuple[FedId, int, str]) -> list[Output]:
+        entry = self._reply_to.pop(key, None)
+        if entry is None:
             return []
+        targets = entry[1]
         data = self._ack(m)
         return [SendRemote(c, n, data) for c, n in sorted(targets)]
 
@@ -299,8 +302,13 @@ class FederationMember:
                 return []
             buffered, self._buffer = self._buffer, None
             out = self._install(now, state)
-            for data in buffered:
-                out += self._apply(now, decode_record(data, self.config.max_payload))
+            for data in buffered:  # what the cluster did since the request, silently
+                for o in self._apply(now, decode_record(data, self.config.max_payload)):
+                    if isinstance(o, Deliver):
+                        self.counters["skipped_while_joining"] += 1
+                    elif not isinstance(o, OrderLocally):
+                        out.append(o)
+            out += self._install_stamps(now)
             return out
         if self._buffer is not None:
             if len(self._buffer) >= MAX_BUFFERED:
@@ -311,13 +319,19 @@ class FederationMember:
         return []
 
     def _install(self, now: float, state: ClusterState) -> list[Output]:
-        """Take ``state`` (a snapshot) and resume its retransmissions: the timestamps of
-        every pending message go to the other destinations again (their acks stop it)."""
         self.state = state
         self._nonce = None
         self.counters["snapshots_installed"] += 1
+        return []
+
+    def _install_stamps(self, now: float) -> list[Output]:
+        """Resume the retransmissions of a member that took a snapshot: the timestamps of
+        every pending message go to the other destinations again (their acks stop it)."""
+        assert self.state is not None
         out: list[Output] = []
-        for m, p in state.pending.items():
+        for m, p in self.state.pending.items():
+            if m in self._stamps:
+                continue
             self._seen.setdefault(m, now)
             others = {c: False for c in p.dst if c != self.cluster}
             if others:
@@ -341,7 +355,8 @@ class FederationMember:
         member = cls(config, node_id, joining=True, first_seq=first_seq)
         state = ClusterState.decode(snapshot, config.cluster, config.horizon,
                                     config.max_in_flight)
-        return member, member._install(now, state)
+        member._install(now, state)
+        return member, member._install_stamps(now)
 
     # ------------------------------------------------------------------ other clusters
 
@@ -387,9 +402,11 @@ class FederationMember:
             submit, clusters, done = st.holds(m)
             if done or (submit if kind == 0 else cluster in clusters):
                 return [SendRemote(src_cluster, src_node, self._ack(m))]
-            waiting = self._reply_to.setdefault(m, set())
-            if len(waiting) < 2 * len(self.config.clusters):
-                waiting.add((src_cluster, src_node))
+            entry = self._reply_to.get((m, kind, cluster))
+            if entry is None and len(self._reply_to) < 2 * self.config.max_in_flight:
+                entry = self._reply_to[(m, kind, cluster)] = (now, set())
+            if entry is not None and len(entry[1]) < 2 * len(self.config.clusters):
+                entry[1].add((src_cluster, src_node))
         key = (m, kind, cluster)
         last = self._injected.get(key)
         if last is not None and now - last < REINJECT_AFTER * self.config.retransmit_s:
@@ -446,6 +463,8 @@ class FederationMember:
         horizon = 4 * MAX_BACKOFF * self.config.retransmit_s
         for key in [k for k, t in self._injected.items() if now - t > horizon]:
             del self._injected[key]
+        for key in [k for k, (t, _) in self._reply_to.items() if now - t > horizon]:
+            del self._reply_to[key]  # its record was lost: the next copy asks again
         return out
 
     def _stalls(self, now: float) -> list[Output]:
