@@ -95,6 +95,8 @@ class FedResult:
     stalls: list[tuple[float, int, Stalled]] = field(default_factory=list)
     dropped: Counter[str] = field(default_factory=Counter)
     records_ordered: int = 0
+    member_counters: Counter[str] = field(default_factory=Counter)
+    """The members' ``counters`` summed (snapshots, retransmissions, refusals)."""
     largest_datagram_header: int = 0
     violations: list[str] = field(default_factory=list)
 
@@ -159,6 +161,14 @@ class _Sim:
         self.alive.discard(pid)
         self.ended.add(pid)
 
+    def _end_for(self, pid: int, cid: MsgId) -> int:
+        """``pid`` as the checker sees it for message ``cid``: another incarnation of the
+        sender's node is the sender (a restarted daemon still gets its acks)."""
+        m = self.r.multicasts.get(cid)
+        if m is not None and pid != m.sender and self.pids[pid][0] == self.pids[m.sender][0]:
+            return m.sender
+        return pid
+
     def _cid(self, m: FedId) -> MsgId:
         cid = self.fedmap.get(m)
         if cid is None:  # never multicast: integrity reports it
@@ -197,8 +207,10 @@ class _Sim:
         r.sent_by_kind[type(dg).__name__] += 1
         payload = 0 if isinstance(dg, DgAck) else len(getattr(dg, "payload", b""))
         r.largest_datagram_header = max(r.largest_datagram_header, len(o.datagram) - payload)
+        cid = self._cid(dg.msg_id)
         dst_pid = self.current.get(o.node, -1)
-        r.datagrams.append(Datagram(pid, dst_pid, (self._cid(dg.msg_id),)))
+        r.datagrams.append(Datagram(self._end_for(pid, cid), self._end_for(dst_pid, cid),
+                                    (cid,)))
         if self._unreachable(now, src_cluster, o.cluster):
             return
         f = sc.link
@@ -324,6 +336,8 @@ class _Sim:
 
     def _judge(self) -> None:
         r = self.r
+        for member in self.members.values():
+            r.member_counters.update(member.counters)
         by_cluster: dict[str, set[int]] = defaultdict(set)
         for p, (n, _) in self.pids.items():
             by_cluster[self.cluster_of[n]].add(p)
@@ -395,10 +409,6 @@ def random_scenario(seed: int, cfg: FedSweepConfig = FedSweepConfig()) -> FedSce
                 break
         globals_.append(Global(rng.uniform(0, cfg.load_window), node, dst,
                                rng.randbytes(rng.randint(0, 64))))
-    if rng.random() < cfg.sender_crash and globals_:
-        k = rng.randrange(len(globals_))
-        g = globals_[k]
-        globals_[k] = Global(g.time, g.node, g.dst, g.payload, rng.randint(0, 2))
     locals_ = tuple((rng.uniform(0, cfg.load_window), rng.choice(nodes))
                     for _ in range(rng.randint(*cfg.locals_)))
     crashes: dict[str, float] = {}
@@ -407,6 +417,12 @@ def random_scenario(seed: int, cfg: FedSweepConfig = FedSweepConfig()) -> FedSce
     # every cluster keeps a correct member: faults only hit clusters of 2 or more,
     # one node each, never the cluster's first member
     spare = [c for c in names if len(clusters[c]) >= 2]
+    victims = [k for k, g in enumerate(globals_)
+               if cluster_of[g.node] in spare and g.node != clusters[cluster_of[g.node]][0]]
+    if victims and rng.random() < cfg.sender_crash:
+        g = globals_[k := rng.choice(victims)]
+        globals_[k] = Global(g.time, g.node, g.dst, g.payload, rng.randint(0, 2))
+        spare.remove(cluster_of[g.node])
     if spare and rng.random() < cfg.crash:
         c = rng.choice(spare)
         node = rng.choice(clusters[c][1:])
@@ -447,6 +463,9 @@ def sweep(seeds: Iterable[int], cfg: FedSweepConfig = FedSweepConfig(),
         totals["stall reports"] += len(r.stalls)
         totals["records ordered"] += r.records_ordered
         totals["datagrams"] += sum(r.sent_by_kind.values())
+        totals["snapshots installed"] += r.member_counters["snapshots_installed"]
+        totals["retransmissions"] += (r.member_counters["retransmit_submit"]
+                                      + r.member_counters["retransmit_timestamp"])
         if r.violations:
             failed.append(seed)
             violations[seed] = r.violations
