@@ -44,6 +44,8 @@ from .outputs import Deliver, DroppedRemote, FedId, OrderLocally, Output, SendRe
 from .wire import DgAck, decode_datagram, is_record
 
 LOCAL_TAG = b"L"
+IDLE_TICK = 0.5
+MIN_TICK = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class FedScenario:
     crash_drop: float = 0.5
     retransmit_s: float = 0.2
     stall_after_s: float = 2.0
-    end: float = 40.0
+    end: float = 30.0
     """Ticks stop here; the run then drains its events."""
 
 
@@ -305,9 +307,15 @@ class _Sim:
     def _on_tick(self, now: float, pid: int) -> None:
         if pid not in self.alive:
             return
-        self.emit(now, pid, self.members[pid].tick(now))
-        if now < self.sc.end:
-            self.at(now + self.sc.retransmit_s / 2, "tick", pid)
+        member = self.members[pid]
+        self.emit(now, pid, member.tick(now))
+        if now < self.sc.end and pid in self.alive:
+            # wake when the member has work due, at least every IDLE_TICK (work that an
+            # input creates in between waits for that: the daemon's timer is as coarse)
+            due = member.next_deadline()
+            wake = now + IDLE_TICK if due is None else min(max(due, now + MIN_TICK),
+                                                           now + IDLE_TICK)
+            self.at(wake, "tick", pid)
 
     def _on_crash(self, now: float, node: str) -> None:
         pid = self.current.get(node)
@@ -378,9 +386,9 @@ def run_scenario(sc: FedScenario, seed: int = 0) -> FedResult:
 class FedSweepConfig:
     clusters: tuple[int, int] = (2, 4)
     size: tuple[int, int] = (1, 4)
-    globals_: tuple[int, int] = (5, 16)
-    locals_: tuple[int, int] = (3, 12)
-    load_window: float = 4.0
+    globals_: tuple[int, int] = (8, 24)
+    locals_: tuple[int, int] = (10, 40)
+    load_window: float = 6.0
     max_loss: float = 0.3
     duplicate: float = 0.1
     reorder: float = 0.3
@@ -389,7 +397,7 @@ class FedSweepConfig:
     cutoff: float = 0.3
     unreachable: float = 0.3
     sender_crash: float = 0.3
-    end: float = 40.0
+    end: float = 30.0
 
 
 def random_scenario(seed: int, cfg: FedSweepConfig = FedSweepConfig()) -> FedScenario:
@@ -428,7 +436,7 @@ def random_scenario(seed: int, cfg: FedSweepConfig = FedSweepConfig()) -> FedSce
         node = rng.choice(clusters[c][1:])
         crashes[node] = rng.uniform(0, cfg.load_window + 1)
         if rng.random() < cfg.restart:
-            restarts[node] = crashes[node] + rng.uniform(0.5, 4.0)
+            restarts[node] = crashes[node] + rng.uniform(0.5, 3.0)
         spare.remove(c)
     big = [c for c in spare if len(clusters[c]) >= 3]
     if big and rng.random() < cfg.cutoff:
