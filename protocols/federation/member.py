@@ -209,9 +209,23 @@ class FederationMember:
         except DecodeError as exc:
             self.counters[f"bad_record_{exc.reason}"] += 1
             return []
+        if not self._known(rec):
+            self.counters["bad_record_unknown_cluster"] += 1
+            return []
         if self.state is None:
             return self._joiner_record(now, rec, record)
         return self._apply(now, rec)
+
+    def _known(self, rec: object) -> bool:
+        """Whether every cluster and origin a record or datagram names is configured
+        (the same answer at every member: they share the configuration)."""
+        clusters = self.config.clusters
+        m = getattr(rec, "msg_id", None)
+        if m is not None and m[1] not in clusters.get(m[0], ()):
+            return False
+        dst = getattr(rec, "dst", ())
+        cluster = getattr(rec, "cluster", None)
+        return all(c in clusters for c in dst) and (cluster is None or cluster in clusters)
 
     def _apply(self, now: float, rec: object) -> list[Output]:
         st = self.state
@@ -295,7 +309,7 @@ class FederationMember:
                 return []
             try:
                 state = ClusterState.decode(rec.state, self.cluster, self.config.horizon,
-                                            self.config.max_in_flight)
+                                            self.config.max_in_flight, self.config.clusters)
             except DecodeError as exc:
                 self.counters[f"bad_state_{exc.reason}"] += 1
                 self._nonce = None  # ask again at the next tick
@@ -354,7 +368,7 @@ class FederationMember:
         datagrams that resume its retransmissions."""
         member = cls(config, node_id, joining=True, first_seq=first_seq)
         state = ClusterState.decode(snapshot, config.cluster, config.horizon,
-                                    config.max_in_flight)
+                                    config.max_in_flight, config.clusters)
         member._install(now, state)
         return member, member._install_stamps(now)
 
@@ -375,8 +389,7 @@ class FederationMember:
             self._on_ack(src_cluster, dg)
             return []
         m = dg.msg_id
-        origin = self.config.clusters.get(m[0])
-        if origin is None or m[1] not in origin:
+        if not self._known(dg):
             return self._drop("bad_origin")
         if self.cluster not in dg.dst:
             return self._drop("not_addressed")
