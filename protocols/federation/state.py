@@ -88,10 +88,30 @@ class ClusterState:
         return False, tuple(sorted(self.early.get(m, {}))), False
 
     def missing(self, m: FedId) -> tuple[str, ...]:
+        """The clusters whose timestamps m waits for; for a final m, those of the
+        message with the smallest key, which it waits behind."""
         p = self.pending.get(m)
         if p is None:
             return ()
+        if p.final:
+            head = self.head()
+            q = self.pending.get(head) if head is not None else None
+            if q is None or q.final:
+                return ()
+            return tuple(c for c in q.dst if c not in q.ts)
         return tuple(c for c in p.dst if c not in p.ts)
+
+    def head(self) -> FedId | None:
+        """The pending message with the smallest key (dropping stale heap entries)."""
+        heap = self.heap
+        while heap:
+            ts, m = heap[0]
+            p = self.pending.get(m)
+            if p is None or (p.final and ts != p.key_ts()):
+                heapq.heappop(heap)
+                continue
+            return m
+        return None
 
     # ------------------------------------------------------------------ records
 
@@ -143,12 +163,9 @@ class ClusterState:
     def _deliver(self) -> list[Deliver]:
         out: list[Deliver] = []
         heap = self.heap
-        while heap:
-            ts, m = heap[0]
-            p = self.pending.get(m)
-            if p is None or (p.final and ts != p.key_ts()):
-                heapq.heappop(heap)  # stale: delivered, or superseded by its final key
-                continue
+        while (m := self.head()) is not None:
+            ts = heap[0][0]
+            p = self.pending[m]
             if not p.final:
                 break
             heapq.heappop(heap)
