@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import deque
 
 import pytest
-
 from amcast.protocols.errors import BackpressureError
 from amcast.protocols.federation import (
     Deliver,

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 import msgpack
 import pytest
-
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.federation.wire import (
     MAGIC_DATAGRAM,
@@ -25,6 +25,7 @@ from amcast.protocols.federation.wire import (
     encode_record,
     is_record,
 )
+
 from amcast.socket_protocol import decode_control, decode_envelope
 
 M = ("east", "east-3", 41)
@@ -94,10 +95,8 @@ def test_random_bytes_raise_only_decode_error() -> None:
         for _ in range(rng.randint(1, 3)):
             data[rng.randrange(len(data))] = rng.randrange(256)
         for decode in (decode_record, decode_datagram):
-            try:
+            with contextlib.suppress(DecodeError):
                 decode(bytes(data))
-            except DecodeError:
-                pass
 
 
 def test_oversized_payload_is_refused() -> None:
