@@ -86,6 +86,10 @@ MAX_BACKOFF = 8
 REINJECT_AFTER = 2.0
 """A record injected for a remote datagram is injected again, on a later copy of the
 datagram, once it is this many ``retransmit_s`` old and still not ordered."""
+HEARD_WITHIN = 4 * MAX_BACKOFF
+"""Retransmissions go to the members of a cluster heard from within this many
+``retransmit_s`` (to all of them in turn when none was): a crashed member stops
+getting every other try."""
 MAX_BUFFERED = 100_000
 """Records a joiner keeps while it waits for its state; past it, it asks again."""
 
@@ -155,6 +159,8 @@ class FederationMember:
         self._buffer: list[bytes] | None = None
         self._nonces = 0
         self._first_seq = first_seq
+        self._heard: dict[str, float] = {}
+        """Member of another cluster -> when a well-formed datagram last came from it."""
         self._now = 0.0
 
     def _empty(self) -> ClusterState:
@@ -193,8 +199,7 @@ class FederationMember:
         if e.waiting:
             data = encode_datagram(DgSubmit(m, e.dst, e.group, e.payload))
             for c in sorted(e.waiting):
-                members = self.config.clusters[c]
-                out.append(SendRemote(c, members[(m[2] + e.attempt) % len(members)], data))
+                out.append(SendRemote(c, self._target(c, m[2] + e.attempt), data))
         if e.own_pending:
             out.append(OrderLocally(encode_record(RecSubmit(m, e.dst, e.group, e.payload))))
         return out
@@ -290,8 +295,7 @@ class FederationMember:
         sub: bytes | None = None
         out: list[Output] = []
         for c, need_submit in sorted(s.waiting.items()):
-            members = self.config.clusters[c]
-            target = members[(rank + s.attempt) % len(members)]
+            target = self._target(c, rank + s.attempt)
             if need_submit:
                 sub = sub or encode_datagram(DgSubmit(m, s.dst, s.group, s.payload))
                 out.append(SendRemote(c, target, sub))
@@ -385,6 +389,7 @@ class FederationMember:
             dg = decode_datagram(datagram, self.config.max_payload)
         except DecodeError as exc:
             return self._drop(exc.reason)
+        self._heard[src_node] = now
         if isinstance(dg, DgAck):
             self._on_ack(src_cluster, dg)
             return []
@@ -402,6 +407,15 @@ class FederationMember:
             return self._drop("bad_origin")
         return self._request(now, src_cluster, src_node, m, 1, dg.cluster,
                              RecTimestamp(m, dg.cluster, dg.lts))
+
+    def _target(self, cluster: str, k: int) -> str:
+        """The member of ``cluster`` for the k-th try: the k-th of those heard from
+        lately (any datagram), or of all members when none was."""
+        members = self.config.clusters[cluster]
+        lately = self._now - HEARD_WITHIN * self.config.retransmit_s
+        heard = [n for n in members if self._heard.get(n, -1.0) >= lately]
+        pool = heard or members
+        return pool[k % len(pool)]
 
     def _drop(self, reason: str) -> list[Output]:
         self.counters[f"dropped_{reason}"] += 1
