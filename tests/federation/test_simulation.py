@@ -81,7 +81,7 @@ def test_the_sweep_catches_lost_retransmissions(monkeypatch: pytest.MonkeyPatch)
     """A member that never retransmits leaves messages undelivered under loss:
     termination and quiescence report it."""
     monkeypatch.setattr(simulation.FederationMember, "tick", lambda self, now: [])
-    result = sweep(range(10))
+    result = sweep(range(5))
     notes = [v for vs in result["violations"].values() for v in vs]  # type: ignore[attr-defined]
     assert result["failed"] and any(v.startswith("termination") for v in notes)
 
