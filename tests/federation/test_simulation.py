@@ -144,3 +144,10 @@ def test_over_real_nodes_a_restarted_member_rejoins_with_the_state() -> None:
 def test_over_real_nodes_twenty_seeds_hold_every_property() -> None:
     result = node_sweep(range(20))
     assert result["failed"] == [], result["violations"]
+
+
+def test_the_quiescence_check_catches_retransmissions_that_never_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(simulation.FederationMember, "_on_ack", lambda self, h, ack: None)
+    r = run_scenario(random_scenario(3), 3)
+    assert r.violations and all(v.startswith("quiescence") for v in r.violations)
