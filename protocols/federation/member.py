@@ -461,6 +461,8 @@ class FederationMember:
     def _forget_own_if_done(self, m: FedId, own: _Own) -> None:
         if not own.waiting and not own.own_pending:
             del self._own[m]
+            if m not in self._seen:
+                self._stall_next.pop(m, None)
 
     # ------------------------------------------------------------------ time, views
 
