@@ -112,6 +112,10 @@ def test_every_destination_delivers_in_one_order() -> None:
     fed.run(until=20.0)
     assert all(not m.in_flight() for m in fed.members.values())
     assert all(not o for o in fed.other.values())
+    for m in fed.members.values():  # bounded: nothing kept for finished messages
+        assert not (m._own or m._stamps or m._reply_to or m._injected or m._seen
+                    or m._stall_next)
+        assert m.state is not None and not (m.state.pending or m.state.early)
 
 
 def fed_dst(fed: Fed, m: tuple[str, str, int]) -> tuple[str, ...]:
