@@ -168,6 +168,8 @@ class _NodeSim:
         c, i = self.node_of_pid[pid]
         cl = self.clusters[c]
         queue = self.backlog[pid]
+        if queue:
+            cl.advance(self.now)  # the cluster's clock, idle since its last event, to now
         while queue and self.current.get((c, i)) == pid and i in cl.nodes:
             # unique payloads (the cluster's checkers tell messages apart by payload), as
             # a daemon's envelope makes them: the prefix is stripped at delivery
@@ -303,6 +305,7 @@ class _NodeSim:
         if pid in self.ended or i not in cl.nodes:
             return
         self.local_seq += 1
+        cl.advance(self.now)
         if cl.submit(i, f"L{pid}:{self.local_seq}:".encode(), ServiceLevel.AGREED):
             cid = (pid, -self.local_seq)
             self.r.multicasts[cid] = Multicast(pid, frozenset())
@@ -402,3 +405,25 @@ def node_sweep(seeds: Iterable[int],
         if progress is not None:
             progress(f"{count} seeds, {len(failed)} failed")
     return {"seeds": count, "failed": failed, "violations": violations, **totals}
+
+
+def node_delays(hop: float = 1.0) -> dict[str, float]:
+    """Failure-free latency over real Nodes: 3 clusters of 3, inter-cluster hops of
+    ``hop`` seconds (no jitter, no loss), senders in and out of Dst(m), 2 and 3
+    destinations. Returns the largest latency, the whole hops in it, and what is left
+    for the safe orderings (seconds)."""
+    sizes = {"c0": 3, "c1": 3, "c2": 3}
+    globals_ = []
+    t = 1.0
+    for dst in (("c0", "c1"), ("c1", "c2"), ("c0", "c1", "c2")):
+        for c, n in (("c0", 1), ("c2", 0)):
+            globals_.append(NodeGlobal(t, c, n, dst))
+            t += 5 * hop
+    sc = NodeFedScenario(sizes, tuple(globals_), link=LinkFaults(delay=hop, jitter=0.0),
+                         retransmit_s=10 * hop, stall_after_s=100 * hop, end=t + 5 * hop)
+    r, checks = run_node_scenario(sc, 1)
+    worst = max(at - r.multicast_times[cid] for times in r.delivery_times.values()
+                for cid, at in times.items() if cid in r.global_ids)
+    hops = int(worst // hop)
+    return {"latency_s": worst, "hops": hops, "orderings_s": worst - hops * hop,
+            "violations": len(r.violations) + sum(len(v) for v in checks.values())}
