@@ -45,7 +45,8 @@ lint: install
 # time on each (the analytics tests as one: tests/conftest.py). Those tests mostly wait
 # on timeouts (one worker kept a core 72% busy), so two share two cores.
 PURE_TESTS := tests/ordering tests/reliable tests/wire tests/membership tests/node \
-	tests/multigroup tests/simulation tests/simulation_cluster tests/fuzz tests/swap \
+	tests/multigroup tests/federation tests/simulation tests/simulation_cluster tests/fuzz \
+	tests/swap \
 	tests/native tests/test_layering.py \
 	tests/test_sans_io.py
 TEST_WORKERS ?= auto
