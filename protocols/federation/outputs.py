@@ -1,0 +1,68 @@
+"""What a ``FederationMember`` hands its caller: frozen records, one per action.
+
+The caller (the daemon, or the simulator) acts on them in the order given:
+``SendRemote`` is a unicast datagram to one member of another cluster,
+``OrderLocally`` a record to multicast into the own cluster's total order with *safe*
+service, ``Deliver`` a global message for this member's clients (in delivery order),
+``Stalled`` a message that waits too long (for logs and metrics) and ``DroppedRemote``
+a refused datagram (counted by reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FedId = tuple[str, str, int]
+"""A global message's id: ``(origin cluster, origin node, origin's sequence number)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendRemote:
+    cluster: str
+    node: str
+    datagram: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class OrderLocally:
+    record: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    msg_id: FedId
+    group: str
+    payload: bytes
+    clusters: tuple[str, ...]
+    """Dst(m), sorted."""
+    gts: int
+    """The global timestamp: every cluster delivers in increasing ``(gts, msg_id)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stalled:
+    msg_id: FedId
+    clusters_waited_for: tuple[str, ...]
+    age_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedRemote:
+    reason: str
+    """A metric label: ``malformed``, ``version``, ``unknown_sender``, ``not_addressed``,
+    ``bad_origin``, ``too_large``, ``full``."""
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """One message this member knows and has not finished with (``amcast status``)."""
+
+    msg_id: FedId
+    clusters: tuple[str, ...]
+    age_s: float
+    waiting_for: tuple[str, ...]
+    """Clusters whose timestamp the own order lacks, or that have not acknowledged what
+    this member sent them."""
+
+
+Output = SendRemote | OrderLocally | Deliver | Stalled | DroppedRemote
