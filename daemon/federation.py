@@ -1,0 +1,502 @@
+"""Several clusters: the daemon's glue around the sans-IO ``FederationMember``.
+
+Theory of operation (``amcast.protocols.federation``: Skeen's algorithm over ordered
+groups, each cluster's own ``safe`` total order standing for the consensus a group
+member runs). One ``Federation`` per daemon, built when ``[federation]`` names a
+cluster. It owns the ``FederationMember`` and does its I/O:
+
+- A client's cross-cluster send (``send`` frame with ``clusters``) becomes one
+  ``FederationMember.multicast`` per payload. The payload handed over is framed
+  (``encode_message``): the sender's cluster, node, client, wall-clock send time and the
+  application's bytes, so the delivering daemons can say who sent it.
+- ``OrderLocally(record)`` goes into this cluster's own order with the ``safe`` service,
+  behind the clients' envelopes, framed as ``["fed", record]`` (``encode_record``): an
+  engine payload whose first element is a string, like the group-membership controls
+  (``amcast.socket_protocol``), so it is never mistaken for a client's envelope. Where
+  the order delivers it (``amcast.daemon.fanout``), ``decode_record`` recognises it and
+  ``on_record`` hands it to ``FederationMember.on_ordered``: every member of the cluster
+  hands the same records in the same order.
+- ``SendRemote(cluster, node, datagram)`` goes over UDP unicast to that member's
+  address (``FederationLink``), sealed with AES-256-GCM under the key ring of
+  ``security.key_file`` (``amcast.protocols.wire.auth``: a fresh random session per
+  daemon life, replay window, key rollover; the same key file across the federation).
+  What arrives is opened, checked (version, this cluster as destination, a known
+  sender) and handed to ``on_remote``; anything else is a counted drop
+  (``remote_drops``), never an exception. Multicast stays inside a cluster.
+- ``tick`` runs every ``federation.tick_s``; ``on_view`` follows this cluster's views.
+- ``Deliver`` becomes a ``deliver`` frame for the clients of its group at this daemon,
+  with the clusters it went to, its sender's cluster and its global timestamp ``gts``
+  (``docs/api.md``), and a ``global`` record of the delivery log; ``Stalled`` is logged
+  and counted; ``DroppedRemote`` is counted by reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Protocol
+
+import msgpack
+import structlog
+
+from ..protocols.errors import BackpressureError, DecodeError
+from ..protocols.federation import (
+    Deliver,
+    DroppedRemote,
+    FederationConfig,
+    FederationMember,
+    FedId,
+    OrderLocally,
+    SendRemote,
+    Stalled,
+)
+from ..protocols.wire.auth import SESSION_BYTES, Authenticator
+from ..protocols.wire.keys import Keyring
+from .config import FederationSection
+from .transport import MAX_DATAGRAM, TransportSetupError
+
+log = structlog.get_logger("amcastd")
+RECORD_TAG = "fed"
+LINK_TAG = "amcast-fed"
+LINK_VERSION = 1
+MESSAGE_VERSION = 1
+MAX_READS = 256
+"""Datagrams read per wake-up of the federation socket."""
+MAX_GLOBAL_PAYLOAD = 56 * 1024
+"""Largest application payload of a cross-cluster message (bytes): its Submit crosses
+clusters in one UDP datagram (at most 65,507 bytes) with the framing, the ids and the
+seal."""
+FRAMING_BYTES = 512
+"""What ``encode_message`` adds to a payload, at most (names of at most 64 bytes)."""
+PING_S = 1.0
+"""Every this many seconds each daemon sends an empty datagram to every member of the
+other clusters: how ``status`` knows which clusters are reachable while no message flows."""
+
+
+# ---------------------------------------------------------------- framings
+
+def encode_record(record: bytes) -> bytes:
+    """A federation record as an engine payload of this cluster's order."""
+    return msgpack.packb((RECORD_TAG, record), use_bin_type=True)
+
+
+def decode_record(data: bytes) -> bytes | None:
+    """The record in an engine payload made by ``encode_record``; ``None`` otherwise."""
+    if not data or data[0] != 0x92:  # a msgpack array of two: cheap refusal first
+        return None
+    try:
+        value = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
+    except Exception:  # msgpack raises several unrelated types on garbage
+        return None
+    if type(value) is list and len(value) == 2 and value[0] == RECORD_TAG \
+            and type(value[1]) is bytes:
+        return value[1]
+    return None
+
+
+def encode_message(cluster: str, node: int, client: int, send_ts: float,
+                   payload: bytes) -> bytes:
+    """What the daemon hands ``FederationMember.multicast`` for one application message."""
+    return msgpack.packb((MESSAGE_VERSION, cluster, node, client, send_ts, payload),
+                         use_bin_type=True)
+
+
+def decode_message(data: bytes) -> tuple[str, int, int, float, bytes] | None:
+    """``(cluster, node, client, send_ts, payload)``; ``None`` if malformed."""
+    try:
+        value = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
+    except Exception:
+        return None
+    if type(value) is not list or len(value) != 6 or value[0] != MESSAGE_VERSION:
+        return None
+    _, cluster, node, client, send_ts, payload = value
+    if (type(cluster) is not str or type(node) is not int or type(client) is not int
+            or type(send_ts) not in (int, float) or type(payload) is not bytes
+            or node < 0 or client < 0):
+        return None
+    return cluster, node, client, float(send_ts), payload
+
+
+def encode_link(src_cluster: str, src_node: int, dst_cluster: str, datagram: bytes) -> bytes:
+    """The body of one cross-cluster datagram (sealed by ``FederationLink``)."""
+    return msgpack.packb((LINK_TAG, LINK_VERSION, src_cluster, src_node, dst_cluster,
+                          datagram), use_bin_type=True)
+
+
+def decode_link(body: bytes) -> tuple[str, int, str, bytes]:
+    """``(src cluster, src node, dst cluster, datagram)``; ``DecodeError`` if malformed."""
+    try:
+        value = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
+    except Exception:
+        raise DecodeError("malformed", "not msgpack") from None
+    if type(value) is not list or len(value) != 6 or value[0] != LINK_TAG:
+        raise DecodeError("malformed", "not a federation datagram")
+    if value[1] != LINK_VERSION:
+        raise DecodeError("bad_version", f"federation datagram version {value[1]!r}")
+    _, _, src_cluster, src_node, dst_cluster, datagram = value
+    if (type(src_cluster) is not str or type(src_node) is not int or src_node < 0
+            or type(dst_cluster) is not str or type(datagram) is not bytes):
+        raise DecodeError("malformed", "bad field")
+    return src_cluster, src_node, dst_cluster, datagram
+
+
+def member_id(cluster: str, node: int) -> str:
+    """The protocol's id of a daemon: node ids repeat across clusters, these do not."""
+    return f"{cluster}.{node}"
+
+
+def node_of(member: str) -> int:
+    """The daemon's node id in a ``member_id``; ``ValueError`` if it is not one."""
+    return int(member.rpartition(".")[2])
+
+
+def message_id(m: FedId) -> str:
+    """A cross-cluster message's id as clients see it: ``cluster:node:seq``."""
+    return f"{m[0]}:{m[1].rpartition('.')[2]}:{m[2]}"
+
+
+def member_config(section: FederationSection) -> FederationConfig:
+    """The protocol's configuration: cluster names -> member ids (``member_id``)."""
+    return FederationConfig(
+        cluster=section.cluster,
+        clusters={name: tuple(member_id(name, n) for n in sorted(c.addresses()))
+                  for name, c in sorted(section.clusters.items())},
+        retransmit_s=section.retransmit_s, stall_after_s=section.stall_after_s,
+        max_payload=MAX_GLOBAL_PAYLOAD + FRAMING_BYTES,
+    )
+
+
+# ---------------------------------------------------------------- the link
+
+class FederationLink:
+    """One UDP socket on this daemon's federation address: sealed datagrams to and from
+    the members of the other clusters (module docstring)."""
+
+    def __init__(self, section: FederationSection, node_id: int, keys: Keyring | None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.cluster = section.cluster
+        self.node_id = node_id
+        self.addresses: dict[tuple[str, int], tuple[str, int]] = {
+            (name, node): address for name, c in section.clusters.items()
+            for node, address in c.addresses().items()}
+        host, port = self.addresses[(self.cluster, node_id)]
+        self._wall_clock = wall_clock
+        self.auth = Authenticator(keys, os.urandom(SESSION_BYTES))
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+        try:
+            self.sock.bind((host, port))
+            self.sock.setblocking(False)
+        except OSError as exc:
+            self.sock.close()
+            raise TransportSetupError(
+                f"cannot bind the federation socket to {host}:{port} ({exc.strerror}): "
+                f"federation.clusters.{self.cluster}.members names this address for node "
+                f"{node_id}; choose a free one") from None
+        self.sent = 0
+        self.received = 0
+        self.send_errors: Counter[str] = Counter()
+        self.heard: dict[str, float] = {}
+        """Cluster -> when an authentic datagram of it last arrived (reachability)."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.sock.getsockname()[:2]
+
+    def start(self, loop: asyncio.AbstractEventLoop,
+              on_datagram: Callable[[bytes], None]) -> None:
+        self._loop = loop
+        sock = self.sock
+
+        def readable() -> None:
+            for _ in range(MAX_READS):
+                try:
+                    data = sock.recv(MAX_DATAGRAM)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    return
+                on_datagram(data)
+
+        loop.add_reader(sock.fileno(), readable)
+
+    def seal(self, dst_cluster: str, datagram: bytes) -> bytes:
+        body = encode_link(self.cluster, self.node_id, dst_cluster, datagram)
+        return self.auth.seal(body, int(self._wall_clock() * 1000))
+
+    def send(self, cluster: str, node: int, datagram: bytes) -> bool:
+        address = self.addresses.get((cluster, node))
+        if address is None:
+            self.send_errors["unknown_member"] += 1
+            return False
+        try:
+            self.sock.sendto(self.seal(cluster, datagram), address)
+        except OSError as exc:
+            self.send_errors[errno.errorcode.get(exc.errno or 0, "oserror")] += 1
+            return False
+        self.sent += 1
+        return True
+
+    def open(self, data: bytes) -> tuple[str, int, bytes]:
+        """``(src cluster, src node, datagram)`` of an authentic datagram for this
+        cluster from a member of another; ``DecodeError`` otherwise."""
+        body = self.auth.open(data, int(self._wall_clock() * 1000))
+        src_cluster, src_node, dst_cluster, datagram = decode_link(bytes(body))
+        if dst_cluster != self.cluster:
+            raise DecodeError("wrong_cluster", f"for cluster {dst_cluster!r}")
+        if src_cluster == self.cluster:
+            raise DecodeError("own_cluster", "from this cluster")
+        if (src_cluster, src_node) not in self.addresses:
+            raise DecodeError("unknown_sender", f"{src_cluster}/{src_node}")
+        self.received += 1
+        self.heard[src_cluster] = self._wall_clock()
+        return src_cluster, src_node, datagram
+
+    def ping(self) -> None:
+        """An empty datagram to every member of the other clusters (reachability)."""
+        for cluster, node in self.addresses:
+            if cluster != self.cluster:
+                self.send(cluster, node, b"")
+
+    def close(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self.sock.fileno())
+            self._loop = None
+        self.sock.close()
+
+
+# ---------------------------------------------------------------- the glue
+
+class Host(Protocol):
+    """What the federation reads and calls of the daemon."""
+
+    node_id: int
+    view_id: int
+    api: Any  # the ApiServer: ``deliver(header, envelopes)``
+    dlog: Any  # the DeliveryLog, or None
+    metrics: Any  # the Metrics: ``federation_latency``
+
+    def now(self) -> float: ...
+
+    def wall_time(self) -> float: ...
+
+    def submit_federation(self, envelope: bytes) -> None: ...
+
+
+class Federation:
+    """This daemon's member of the federation and its I/O (module docstring)."""
+
+    def __init__(self, section: FederationSection, node_id: int, keys: Keyring | None,
+                 host: Host, *, wall_clock: Callable[[], float] = time.time) -> None:
+        self.section = section
+        self.cluster = section.cluster
+        self.clusters = tuple(sorted(section.clusters))
+        self.node_id = node_id
+        self.me = member_id(self.cluster, node_id)
+        self.host = host
+        self.config = member_config(section)
+        self.member: FederationMember | None = None
+        """Made at this daemon's first view (``on_view``): empty in a cluster's first
+        view, else a joiner that gets the federation state from the members that have
+        it (``FederationMember(joining=True)``)."""
+        self._wall_clock = wall_clock
+        self.link = FederationLink(section, node_id, keys, wall_clock)
+        self.remote_drops: Counter[str] = Counter()
+        """Cross-cluster datagrams refused, by reason (bad seal, malformed, stale...)."""
+        self.sent = 0
+        """Cross-cluster messages this daemon's clients sent."""
+        self.delivered = 0
+        """Cross-cluster messages delivered here."""
+        self.stalled = 0
+        """Stall reports (``Stalled``)."""
+        self.records_ordered = 0
+        self.errors = 0
+        self._next_ping = 0.0
+        self.on_deliver: Callable[[Deliver], None] | None = None
+        """Tests: see every ``Deliver`` output."""
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.link.start(loop, self.on_datagram)
+
+    def close(self) -> None:
+        self.link.close()
+
+    # ---- inputs --------------------------------------------------------------------------
+    def unknown(self, clusters: Iterable[str]) -> list[str]:
+        """The names in ``clusters`` this federation does not have."""
+        return sorted(set(clusters) - set(self.clusters))
+
+    def is_local(self, clusters: Collection[str]) -> bool:
+        """A send to these clusters stays on this cluster's own order."""
+        return set(clusters) <= {self.cluster}
+
+    def refusal(self, group: str, payloads: list[bytes],
+                clusters: Collection[str]) -> str | None:
+        """Why a cross-cluster send frame is refused whole (an error code), or ``None``."""
+        if self.unknown(clusters):
+            return "unknown_cluster"
+        if max(map(len, payloads)) > MAX_GLOBAL_PAYLOAD:
+            return "message_too_large"
+        if len(group.encode()) > 255:
+            return "bad_field"
+        if self.member is None:
+            return "overloaded"  # before this daemon's first view: try again
+        return None
+
+    def multicast(self, client: int, group: str, payloads: list[bytes],
+                  clusters: Collection[str]) -> str | None:
+        """A client's cross-cluster messages (after ``refusal``); an error code if the
+        member refused one (those before it went out)."""
+        member = self.member
+        assert member is not None
+        now = self.host.now()
+        send_ts = self.host.wall_time()
+        dst = sorted(set(clusters))
+        for payload in payloads:
+            framed = encode_message(self.cluster, self.node_id, client, send_ts, payload)
+            try:
+                outputs = member.multicast(now, group, framed, dst)
+            except BackpressureError:
+                return "overloaded"
+            except ValueError:
+                return "bad_field"
+            self.sent += 1
+            self._handle(outputs)
+        return None
+
+    def on_record(self, record: bytes) -> None:
+        """A federation record delivered by this cluster's order (``fanout``)."""
+        self.records_ordered += 1
+        if self.member is not None:
+            self._handle(self.member.on_ordered(self.host.now(), record))
+
+    def on_datagram(self, data: bytes) -> None:
+        try:
+            src_cluster, src_node, datagram = self.link.open(data)
+        except DecodeError as exc:
+            self.remote_drops[str(exc.reason)] += 1
+            return
+        except Exception:  # the codec promises DecodeError; count if it does not
+            self.remote_drops["link_error"] += 1
+            return
+        if datagram and self.member is not None:  # empty: a ping, for reachability
+            self._handle(self.member.on_remote(
+                self.host.now(), src_cluster, member_id(src_cluster, src_node), datagram))
+
+    def tick(self) -> None:
+        now = self.host.now()
+        if now >= self._next_ping:
+            self._next_ping = now + PING_S
+            self.link.ping()
+        if self.member is not None:
+            self._handle(self.member.tick(now))
+
+    def on_view(self, members: Iterable[int], joined: Iterable[int]) -> None:
+        """This cluster's new view: the first one makes the member (a joiner when
+        members of the previous view are in it: they hold the state)."""
+        members = list(members)
+        if self.member is None:
+            holders = set(members) - set(joined) - {self.node_id}
+            self.member = FederationMember(
+                self.config, self.me, joining=bool(holders),
+                first_seq=int(self._wall_clock() * 1_000_000))
+            log.info("federation member started", node=self.node_id, cluster=self.cluster,
+                     joining=bool(holders), clusters=list(self.clusters))
+        self._handle(self.member.on_view(self.host.now(),
+                                         [member_id(self.cluster, m) for m in members]))
+
+    # ---- outputs -------------------------------------------------------------------------
+    def _handle(self, outputs: list[Any]) -> None:
+        for out in outputs:
+            try:
+                kind = type(out)
+                if kind is SendRemote:
+                    self.link.send(out.cluster, node_of(out.node), out.datagram)
+                elif kind is OrderLocally:
+                    self.host.submit_federation(encode_record(out.record))
+                elif kind is Deliver:
+                    self._deliver(out)
+                elif kind is Stalled:
+                    self.stalled += 1
+                    log.warning("cross-cluster message stalled: a destination cluster has not "
+                                "answered (unreachable, or without a primary view)",
+                                node=self.node_id, cluster=self.cluster,
+                                msg=message_id(out.msg_id),
+                                waiting_for=list(out.clusters_waited_for),
+                                age_s=round(out.age_s, 3))
+                elif kind is DroppedRemote:
+                    self.remote_drops[str(out.reason)] += 1
+            except Exception:
+                self.errors += 1
+                log.exception("federation output failed", node=self.node_id,
+                              output=type(out).__name__)
+
+    def _deliver(self, out: Deliver) -> None:
+        if self.on_deliver is not None:
+            self.on_deliver(out)
+        message = decode_message(out.payload)
+        if message is None:
+            self.remote_drops["bad_message"] += 1
+            return
+        origin, node, client, send_ts, payload = message
+        host = self.host
+        self.delivered += 1
+        clusters = sorted(out.clusters)
+        header = {"t": "deliver", "sender": node, "seq": out.gts, "service": "safe",
+                  "position": None, "view": host.view_id, "send_ts": send_ts,
+                  "clusters": clusters, "cluster": origin, "gts": out.gts,
+                  "msg_id": message_id(out.msg_id)}
+        host.api.deliver(header, [[client, [out.group], 0, [payload]]])
+        ts = host.wall_time()
+        host.metrics.federation_latency.observe(max(0.0, ts - send_ts))
+        if host.dlog is not None:
+            host.dlog.global_delivery(
+                view=host.view_id, cluster=self.cluster, origin=origin, sender=node,
+                msg=message_id(out.msg_id), gts=out.gts, group=out.group, clusters=clusters,
+                nbytes=len(payload), send_ts=send_ts, ts=ts)
+
+    # ---- status ----------------------------------------------------------------------------
+    def metrics_sample(self) -> dict[str, Any]:
+        """What the metrics report (``MetricsSnapshot.federation``), on the loop."""
+        status = self.status()
+        return {"in_flight": status["in_flight"], "sent": self.sent,
+                "delivered": self.delivered, "stalled": self.stalled,
+                "remote_drops": dict(self.remote_drops),
+                "reachable": {name: c["reachable"] for name, c in status["clusters"].items()}}
+
+    def in_flight(self) -> list[dict[str, Any]]:
+        """The cross-cluster messages in flight here, oldest first."""
+        if self.member is None:
+            return []
+        return [{"id": message_id(f.msg_id), "clusters": list(f.clusters),
+                 "age_s": round(f.age_s, 3), "waiting_for": list(f.waiting_for)}
+                for f in self.member.in_flight()]
+
+    def status(self) -> dict[str, Any]:
+        """The ``federation`` part of the ``status`` reply."""
+        now = self.host.wall_time()
+        heard = self.link.heard
+        flights = self.in_flight()
+        return {
+            "cluster": self.cluster,
+            "address": "{}:{}".format(*self.link.address),
+            "clusters": {name: {
+                "members": len(self.section.clusters[name].members),
+                "last_heard_s": (None if name not in heard else round(now - heard[name], 3)),
+                "reachable": name == self.cluster or (
+                    name in heard and now - heard[name] < 3 * PING_S),
+            } for name in self.clusters},
+            "in_flight": len(flights),
+            "messages": flights[:20],
+            "sent": self.sent, "delivered": self.delivered, "stalled": self.stalled,
+            "datagrams_sent": self.link.sent, "datagrams_received": self.link.received,
+            "remote_drops": dict(self.remote_drops),
+            "send_errors": dict(self.link.send_errors),
+        }
