@@ -529,7 +529,9 @@ class ClientConnection(asyncio.Protocol):
                 self.bad_field("send", "groups",
                                "a cross-cluster send (clusters) addresses one group", ref)
                 return
-        refused = self.server.backend.send(self, groups, service, payloads, ref, clusters)
+        backend = self.server.backend
+        refused = (backend.send(self, groups, service, payloads, ref) if clusters is None
+                   else backend.send(self, groups, service, payloads, ref, clusters=clusters))
         if refused is not None:
             self.fail(refused, _REFUSED.get(refused, "the frame was refused; nothing was sent"),
                       ref=ref)
