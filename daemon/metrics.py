@@ -539,8 +539,13 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
         for key, n in sorted(values.items(), key=lambda kv: str(kv[0])):
             fam.add_metric([str(key)], n)
         yield fam
-    if s.federation:
-        yield from _federation_families(s.federation)
+    yield from _federation_families(s.federation or NO_FEDERATION)
+
+
+NO_FEDERATION: Mapping[str, Any] = MappingProxyType({
+    "in_flight": 0, "sent": 0, "delivered": 0, "stalled": 0, "remote_drops": {},
+    "reachable": {}})
+"""What a daemon without ``[federation]`` exports: zeros (alert rules find the series)."""
 
 
 def _federation_families(f: Mapping[str, Any]) -> Iterator[Metric]:
