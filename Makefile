@@ -174,7 +174,7 @@ bench: install
 # time under nice; the corpus accumulates in var/fuzz, the summary goes to
 # docs/fuzz/results.md. atheris is installed here on demand, never by `make install`.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= datagram sealed native_sealed native_decode frames envelope config
+FUZZ_TARGETS ?= datagram sealed native_sealed native_decode frames envelope config federation
 
 fuzz: install
 	@$(PY) -c 'import atheris' 2>/dev/null || $(PY) -m pip install --quiet atheris || { \

@@ -6,7 +6,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-TARGETS = ("datagram", "sealed", "native_sealed", "native_decode", "frames", "envelope", "config")
+TARGETS = ("datagram", "sealed", "native_sealed", "native_decode", "frames", "envelope", "config",
+           "federation")
 
 
 def load(name: str) -> ModuleType:

@@ -86,6 +86,10 @@ MAX_BACKOFF = 8
 REINJECT_AFTER = 2.0
 """A record injected for a remote datagram is injected again, on a later copy of the
 datagram, once it is this many ``retransmit_s`` old and still not ordered."""
+HEARD_WITHIN = 4 * MAX_BACKOFF
+"""Retransmissions go to the members of a cluster heard from within this many
+``retransmit_s`` (to all of them in turn when none was): a crashed member stops
+getting every other try."""
 MAX_BUFFERED = 100_000
 """Records a joiner keeps while it waits for its state; past it, it asks again."""
 
@@ -142,7 +146,9 @@ class FederationMember:
         """Refused datagrams and records by reason, duplicates ignored, retransmissions."""
         self._own: dict[FedId, _Own] = {}
         self._stamps: dict[FedId, _Stamp] = {}
-        self._reply_to: dict[FedId, set[tuple[str, str]]] = {}
+        self._reply_to: dict[tuple[FedId, int, str], tuple[float, set[tuple[str, str]]]] = {}
+        """``(m, kind, cluster)`` of a record injected for other clusters -> since when,
+        and who to acknowledge once the order delivers it."""
         self._injected: dict[tuple[FedId, int, str], float] = {}
         self._seen: dict[FedId, float] = {}
         """Pending messages of the state -> when this member learnt of them (insertion
@@ -153,6 +159,8 @@ class FederationMember:
         self._buffer: list[bytes] | None = None
         self._nonces = 0
         self._first_seq = first_seq
+        self._heard: dict[str, float] = {}
+        """Member of another cluster -> when a well-formed datagram last came from it."""
         self._now = 0.0
 
     def _empty(self) -> ClusterState:
@@ -191,8 +199,7 @@ class FederationMember:
         if e.waiting:
             data = encode_datagram(DgSubmit(m, e.dst, e.group, e.payload))
             for c in sorted(e.waiting):
-                members = self.config.clusters[c]
-                out.append(SendRemote(c, members[(m[2] + e.attempt) % len(members)], data))
+                out.append(SendRemote(c, self._target(c, m[2] + e.attempt), data))
         if e.own_pending:
             out.append(OrderLocally(encode_record(RecSubmit(m, e.dst, e.group, e.payload))))
         return out
@@ -207,9 +214,23 @@ class FederationMember:
         except DecodeError as exc:
             self.counters[f"bad_record_{exc.reason}"] += 1
             return []
+        if not self._known(rec):
+            self.counters["bad_record_unknown_cluster"] += 1
+            return []
         if self.state is None:
             return self._joiner_record(now, rec, record)
         return self._apply(now, rec)
+
+    def _known(self, rec: object) -> bool:
+        """Whether every cluster and origin a record or datagram names is configured
+        (the same answer at every member: they share the configuration)."""
+        clusters = self.config.clusters
+        m = getattr(rec, "msg_id", None)
+        if m is not None and m[1] not in clusters.get(m[0], ()):
+            return False
+        dst = getattr(rec, "dst", ())
+        cluster = getattr(rec, "cluster", None)
+        return all(c in clusters for c in dst) and (cluster is None or cluster in clusters)
 
     def _apply(self, now: float, rec: object) -> list[Output]:
         st = self.state
@@ -233,13 +254,13 @@ class FederationMember:
                                    next_t=now + self.config.retransmit_s)
                     self._stamps[m] = stamp
                     out += self._send_stamp(m, stamp)
-            out += self._acks(m)
+            out += self._acks(m, (m, 0, self.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecTimestamp):
             m = rec.msg_id
             self._injected.pop((m, 1, rec.cluster), None)
             delivered = st.apply_timestamp(m, rec.cluster, rec.lts)
-            out += self._acks(m)
+            out += self._acks(m, (m, 1, rec.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecStateRequest) and rec.node != self.node:
             others = [n for n in self.view if n != rec.node]
@@ -255,10 +276,11 @@ class FederationMember:
             self._stall_next.pop(d.msg_id, None)
         return list(delivered)
 
-    def _acks(self, m: FedId) -> list[Output]:
-        targets = self._reply_to.pop(m, None)
-        if not targets:
+    def _acks(self, m: FedId, key: tuple[FedId, int, str]) -> list[Output]:
+        entry = self._reply_to.pop(key, None)
+        if entry is None:
             return []
+        targets = entry[1]
         data = self._ack(m)
         return [SendRemote(c, n, data) for c, n in sorted(targets)]
 
@@ -273,8 +295,7 @@ class FederationMember:
         sub: bytes | None = None
         out: list[Output] = []
         for c, need_submit in sorted(s.waiting.items()):
-            members = self.config.clusters[c]
-            target = members[(rank + s.attempt) % len(members)]
+            target = self._target(c, rank + s.attempt)
             if need_submit:
                 sub = sub or encode_datagram(DgSubmit(m, s.dst, s.group, s.payload))
                 out.append(SendRemote(c, target, sub))
@@ -292,15 +313,20 @@ class FederationMember:
                 return []
             try:
                 state = ClusterState.decode(rec.state, self.cluster, self.config.horizon,
-                                            self.config.max_in_flight)
+                                            self.config.max_in_flight, self.config.clusters)
             except DecodeError as exc:
                 self.counters[f"bad_state_{exc.reason}"] += 1
                 self._nonce = None  # ask again at the next tick
                 return []
             buffered, self._buffer = self._buffer, None
             out = self._install(now, state)
-            for data in buffered:
-                out += self._apply(now, decode_record(data, self.config.max_payload))
+            for data in buffered:  # what the cluster did since the request, silently
+                for o in self._apply(now, decode_record(data, self.config.max_payload)):
+                    if isinstance(o, Deliver):
+                        self.counters["skipped_while_joining"] += 1
+                    elif not isinstance(o, OrderLocally):
+                        out.append(o)
+            out += self._install_stamps(now)
             return out
         if self._buffer is not None:
             if len(self._buffer) >= MAX_BUFFERED:
@@ -311,13 +337,19 @@ class FederationMember:
         return []
 
     def _install(self, now: float, state: ClusterState) -> list[Output]:
-        """Take ``state`` (a snapshot) and resume its retransmissions: the timestamps of
-        every pending message go to the other destinations again (their acks stop it)."""
         self.state = state
         self._nonce = None
         self.counters["snapshots_installed"] += 1
+        return []
+
+    def _install_stamps(self, now: float) -> list[Output]:
+        """Resume the retransmissions of a member that took a snapshot: the timestamps of
+        every pending message go to the other destinations again (their acks stop it)."""
+        assert self.state is not None
         out: list[Output] = []
-        for m, p in state.pending.items():
+        for m, p in self.state.pending.items():
+            if m in self._stamps:
+                continue
             self._seen.setdefault(m, now)
             others = {c: False for c in p.dst if c != self.cluster}
             if others:
@@ -340,8 +372,9 @@ class FederationMember:
         datagrams that resume its retransmissions."""
         member = cls(config, node_id, joining=True, first_seq=first_seq)
         state = ClusterState.decode(snapshot, config.cluster, config.horizon,
-                                    config.max_in_flight)
-        return member, member._install(now, state)
+                                    config.max_in_flight, config.clusters)
+        member._install(now, state)
+        return member, member._install_stamps(now)
 
     # ------------------------------------------------------------------ other clusters
 
@@ -356,12 +389,12 @@ class FederationMember:
             dg = decode_datagram(datagram, self.config.max_payload)
         except DecodeError as exc:
             return self._drop(exc.reason)
+        self._heard[src_node] = now
         if isinstance(dg, DgAck):
             self._on_ack(src_cluster, dg)
             return []
         m = dg.msg_id
-        origin = self.config.clusters.get(m[0])
-        if origin is None or m[1] not in origin:
+        if not self._known(dg):
             return self._drop("bad_origin")
         if self.cluster not in dg.dst:
             return self._drop("not_addressed")
@@ -375,6 +408,15 @@ class FederationMember:
         return self._request(now, src_cluster, src_node, m, 1, dg.cluster,
                              RecTimestamp(m, dg.cluster, dg.lts))
 
+    def _target(self, cluster: str, k: int) -> str:
+        """The member of ``cluster`` for the k-th try: the k-th of those heard from
+        lately (any datagram), or of all members when none was."""
+        members = self.config.clusters[cluster]
+        lately = self._now - HEARD_WITHIN * self.config.retransmit_s
+        heard = [n for n in members if self._heard.get(n, -1.0) >= lately]
+        pool = heard or members
+        return pool[k % len(pool)]
+
     def _drop(self, reason: str) -> list[Output]:
         self.counters[f"dropped_{reason}"] += 1
         return [DroppedRemote(reason)]
@@ -387,9 +429,11 @@ class FederationMember:
             submit, clusters, done = st.holds(m)
             if done or (submit if kind == 0 else cluster in clusters):
                 return [SendRemote(src_cluster, src_node, self._ack(m))]
-            waiting = self._reply_to.setdefault(m, set())
-            if len(waiting) < 2 * len(self.config.clusters):
-                waiting.add((src_cluster, src_node))
+            entry = self._reply_to.get((m, kind, cluster))
+            if entry is None and len(self._reply_to) < 2 * self.config.max_in_flight:
+                entry = self._reply_to[(m, kind, cluster)] = (now, set())
+            if entry is not None and len(entry[1]) < 2 * len(self.config.clusters):
+                entry[1].add((src_cluster, src_node))
         key = (m, kind, cluster)
         last = self._injected.get(key)
         if last is not None and now - last < REINJECT_AFTER * self.config.retransmit_s:
@@ -446,6 +490,8 @@ class FederationMember:
         horizon = 4 * MAX_BACKOFF * self.config.retransmit_s
         for key in [k for k, t in self._injected.items() if now - t > horizon]:
             del self._injected[key]
+        for key in [k for k, (t, _) in self._reply_to.items() if now - t > horizon]:
+            del self._reply_to[key]  # its record was lost: the next copy asks again
         return out
 
     def _stalls(self, now: float) -> list[Output]:

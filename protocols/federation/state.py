@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +36,7 @@ import msgpack
 from ..errors import DecodeError
 from ..wire.fields import read_int, read_list
 from .outputs import Deliver, FedId
-from .wire import MAX_SEQ, read_clusters, read_id, read_name
+from .wire import MAX_SEQ, read_clusters, read_group, read_id, read_name
 
 STATE_VERSION = 1
 
@@ -87,10 +88,30 @@ class ClusterState:
         return False, tuple(sorted(self.early.get(m, {}))), False
 
     def missing(self, m: FedId) -> tuple[str, ...]:
+        """The clusters whose timestamps m waits for; for a final m, those of the
+        message with the smallest key, which it waits behind."""
         p = self.pending.get(m)
         if p is None:
             return ()
+        if p.final:
+            head = self.head()
+            q = self.pending.get(head) if head is not None else None
+            if q is None or q.final:
+                return ()
+            return tuple(c for c in q.dst if c not in q.ts)
         return tuple(c for c in p.dst if c not in p.ts)
+
+    def head(self) -> FedId | None:
+        """The pending message with the smallest key (dropping stale heap entries)."""
+        heap = self.heap
+        while heap:
+            ts, m = heap[0]
+            p = self.pending.get(m)
+            if p is None or (p.final and ts != p.key_ts()):
+                heapq.heappop(heap)
+                continue
+            return m
+        return None
 
     # ------------------------------------------------------------------ records
 
@@ -142,12 +163,9 @@ class ClusterState:
     def _deliver(self) -> list[Deliver]:
         out: list[Deliver] = []
         heap = self.heap
-        while heap:
-            ts, m = heap[0]
-            p = self.pending.get(m)
-            if p is None or (p.final and ts != p.key_ts()):
-                heapq.heappop(heap)  # stale: delivered, or superseded by its final key
-                continue
+        while (m := self.head()) is not None:
+            ts = heap[0][0]
+            p = self.pending[m]
             if not p.final:
                 break
             heapq.heappop(heap)
@@ -185,9 +203,16 @@ class ClusterState:
         return msgpack.packb(body, use_bin_type=True)
 
     @classmethod
-    def decode(cls, data: bytes, cluster: str, horizon: int,
-               max_pending: int) -> ClusterState:
-        """The state ``encode`` wrote; ``DecodeError`` for anything else."""
+    def decode(cls, data: bytes, cluster: str, horizon: int, max_pending: int,
+               clusters: Collection[str] = ()) -> ClusterState:
+        """The state ``encode`` wrote; ``DecodeError`` for anything else, including a
+        state that names a cluster outside ``clusters`` (when given) or a pending message
+        without the own cluster's timestamp."""
+        known = set(clusters) | {cluster}
+
+        def check(names: Iterable[str]) -> None:
+            if clusters and not known.issuperset(names):
+                raise DecodeError("bad_field", "state names an unknown cluster")
         try:
             obj = msgpack.unpackb(data, use_list=True, raw=True, strict_map_key=True,
                                   max_str_len=0, max_map_len=0, max_ext_len=0)
@@ -211,11 +236,14 @@ class ClusterState:
 
         for e in read_list(items[3], "pending"):
             e = read_list(e, "pending entry", max_len=5)
-            if len(e) != 5 or type(e[2]) is not bytes or type(e[3]) is not bytes:
+            if len(e) != 5 or type(e[3]) is not bytes:
                 raise DecodeError("bad_field", "pending entry")
             m = read_id(e[0])
-            p = Pending(read_clusters(e[1], "dst", non_empty=True), e[2].decode(), e[3],
+            p = Pending(read_clusters(e[1], "dst", non_empty=True), read_group(e[2]), e[3],
                         tsmap(e[4]))
+            check(p.dst)
+            if cluster not in p.dst or cluster not in p.ts or not set(p.ts) <= set(p.dst):
+                raise DecodeError("bad_field", "pending entry's timestamps")
             p.final = len(p.ts) == len(p.dst)
             st.pending[m] = p
             st.heap.append((p.key_ts() if p.final else p.ts.get(cluster, 0), m))
@@ -224,7 +252,8 @@ class ClusterState:
             e = read_list(e, "early entry", max_len=2)
             if len(e) != 2:
                 raise DecodeError("bad_field", "early entry")
-            st.early[read_id(e[0])] = tsmap(e[1])
+            st.early[read_id(e[0])] = ts = tsmap(e[1])
+            check(ts)
         for e in read_list(items[5], "done"):
             m = read_id(e)
             st.done.append(m)

@@ -180,7 +180,7 @@ def read_clusters(v: Any, what: str, *, non_empty: bool) -> tuple[str, ...]:
     return names
 
 
-def _group(v: Any) -> str:
+def read_group(v: Any) -> str:
     if type(v) is not bytes or len(v) > MAX_GROUP_BYTES:
         raise DecodeError("bad_field", "group is not short bytes")
     try:
@@ -222,7 +222,7 @@ def decode_record(data: bytes, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Record
     if kind == 0:
         _arity(items, 5)
         return RecSubmit(read_id(items[1]), read_clusters(items[2], "dst", non_empty=True),
-                         _group(items[3]), _payload(items[4], max_payload))
+                         read_group(items[3]), _payload(items[4], max_payload))
     if kind == 1:
         _arity(items, 4)
         return RecTimestamp(read_id(items[1]), read_name(items[2], "cluster"),
@@ -241,7 +241,7 @@ def decode_datagram(data: bytes, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Data
     if kind == 0:
         _arity(items, 5)
         return DgSubmit(read_id(items[1]), read_clusters(items[2], "dst", non_empty=True),
-                        _group(items[3]), _payload(items[4], max_payload))
+                        read_group(items[3]), _payload(items[4], max_payload))
     if kind == 1:
         _arity(items, 5)
         return DgTimestamp(read_id(items[1]), read_clusters(items[2], "dst", non_empty=True),
