@@ -306,6 +306,7 @@ class Federation:
         view, else a joiner that gets the federation state from the members that have
         it (``FederationMember(joining=True)``)."""
         self._wall_clock = wall_clock
+        self.started = wall_clock()
         self.link = FederationLink(section, node_id, keys, wall_clock)
         self.remote_drops: Counter[str] = Counter()
         """Cross-cluster datagrams refused, by reason (bad seal, malformed, stale...)."""
@@ -463,6 +464,28 @@ class Federation:
                 nbytes=len(payload), send_ts=send_ts, ts=ts)
 
     # ---- status ----------------------------------------------------------------------------
+    def warnings(self) -> list[str]:
+        """Health warnings: clusters not heard from, messages waiting past the stall
+        limit (this daemon goes on ordering its own cluster's messages)."""
+        out = []
+        now = self.host.wall_time()
+        if now - self.started < 3 * PING_S:
+            return out
+        heard = self.link.heard
+        silent = [name for name in self.clusters if name != self.cluster
+                  and now - heard.get(name, self.started) >= 3 * PING_S]
+        if silent:
+            out.append(f"federation: no datagram from cluster(s) {', '.join(silent)} for "
+                       f"{3 * PING_S:g} s or more: unreachable, or down; cross-cluster "
+                       "messages to them wait")
+        stalled = [f for f in self.in_flight() if f["age_s"] >= self.section.stall_after_s]
+        if stalled:
+            out.append(f"federation: {len(stalled)} cross-cluster message(s) waiting longer "
+                       f"than {self.section.stall_after_s:g} s (the oldest for "
+                       f"{stalled[0]['age_s']:.0f} s, waiting for "
+                       f"{', '.join(stalled[0]['waiting_for']) or 'its order'})")
+        return out
+
     def metrics_sample(self) -> dict[str, Any]:
         """What the metrics report (``MetricsSnapshot.federation``), on the loop."""
         status = self.status()

@@ -159,6 +159,8 @@ def health(d: Host) -> dict[str, Any]:
                         "sending nothing until it can")
     if d.stopping:
         problems.append("shutting down")
+    if d.federation is not None:
+        warnings += d.federation.warnings()
     return {"ok": not problems, "problems": problems, "warnings": warnings}
 
 

@@ -309,3 +309,21 @@ def test_a_cross_cluster_deliver_frame_becomes_deliveries_with_their_clusters() 
                               "position": 5, "view": 4, "send_ts": 1.0,
                               "batches": [[7, ["g"], 0, [b"p"]]]})
     assert next(iter(local)).clusters == ()
+
+
+def test_a_silent_cluster_is_a_health_warning_once_the_grace_is_over() -> None:
+    ports = {"a": [free_port()], "b": [free_port()], "c": [free_port()]}
+    clock = [1_000_000.0]
+    host = Host()
+    host.wall_time = lambda: clock[0]  # type: ignore[method-assign]
+    fed = Federation(section(ports, "a"), 0, KEY, host, wall_clock=lambda: clock[0])
+    try:
+        assert fed.warnings() == []  # just started
+        clock[0] += 10
+        fed.link.heard["c"] = clock[0] - 0.5
+        (warning,) = fed.warnings()
+        assert "cluster(s) b for" in warning
+        assert fed.status()["clusters"]["c"]["reachable"] is True
+        assert fed.status()["clusters"]["b"]["reachable"] is False
+    finally:
+        fed.close()
