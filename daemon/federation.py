@@ -448,6 +448,7 @@ class Federation:
             return
         origin, node, client, send_ts, payload = message
         host = self.host
+        index = self.delivered
         self.delivered += 1
         clusters = sorted(out.clusters)
         header = {"t": "deliver", "sender": node, "seq": out.gts, "service": "safe",
@@ -459,7 +460,8 @@ class Federation:
         host.metrics.federation_latency.observe(max(0.0, ts - send_ts))
         if host.dlog is not None:
             host.dlog.global_delivery(
-                view=host.view_id, cluster=self.cluster, origin=origin, sender=node,
+                view=host.view_id, cluster=self.cluster, index=index, origin=origin,
+                sender=node,
                 msg=message_id(out.msg_id), gts=out.gts, group=out.group, clusters=clusters,
                 nbytes=len(payload), send_ts=send_ts, ts=ts)
 

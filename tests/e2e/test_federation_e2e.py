@@ -12,6 +12,8 @@ joins again and delivers the later messages in the common order.
 
 from __future__ import annotations
 
+import itertools
+import json
 import shutil
 import tempfile
 import time
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from amcast.analytics.federation import find_cycle
 from amcast.protocols.errors import ClientError
 
 from amcast.client import BlockingClient, DeliveredBatch
@@ -109,6 +112,20 @@ def test_two_clusters_deliver_cross_cluster_messages_in_one_order(
             assert seen[(cluster, i)] == first, f"{cluster}{i} differs from {cluster}0"
         assert all(p.startswith(b"g-") or p.startswith(f"l-{cluster}".encode())
                    for p, _, _ in first)
+
+    # the delivery logs: a ``global`` record per delivery, in order; merged, no cycle
+    federation.stop(timeout=10)
+    edges = []
+    for name, cluster in federation.members.items():
+        for n in cluster.nodes:
+            records = [json.loads(line) for line in
+                       (n.log_dir / "delivery.jsonl").read_text().splitlines()]
+            msgs = [r["msg"] for r in records if r["type"] == "global"]
+            assert [r["index"] for r in records if r["type"] == "global"] == list(
+                range(n_global)), (name, n.node)
+            assert {r["cluster"] for r in records if r["type"] == "global"} == {name}
+            edges += list(itertools.pairwise(msgs))
+    assert find_cycle(edges) is None
 
 
 def test_a_killed_daemon_restarts_and_follows_the_common_order(
