@@ -36,6 +36,9 @@ class LocalFederation:
     log_level: str = "warning"
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     """More config tables for every daemon (``federation`` keys are merged)."""
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Cluster -> more ``LocalCluster`` arguments (``transport``, ``unicast_ports``,
+    ``peers``: a fault relay's ports, for tests)."""
     members: dict[str, LocalCluster] = field(default_factory=dict)
     ports: dict[str, list[int]] = field(default_factory=dict)
     """Cluster -> each node's federation port."""
@@ -59,7 +62,8 @@ class LocalFederation:
             self.members[name] = LocalCluster(
                 self.nodes, self.directory / name, protocol=dict(self.protocol),
                 metrics=self.metrics, log_level=self.log_level, extra=extra,
-                key_path=None if insecure else self.directory / "authkey")
+                key_path=None if insecure else self.directory / "authkey",
+                **self.options.get(name, {}))
 
     @property
     def names(self) -> list[str]:

@@ -317,6 +317,8 @@ class Federation:
         self.stalled = 0
         """Stall reports (``Stalled``)."""
         self.records_ordered = 0
+        self.rejoins = 0
+        """Order gaps that made this daemon take the federation state again."""
         self.errors = 0
         self._next_ping = 0.0
         self.on_deliver: Callable[[Deliver], None] | None = None
@@ -398,6 +400,19 @@ class Federation:
             self.link.ping()
         if self.member is not None:
             self._handle(self.member.tick(now))
+
+    def on_gap(self) -> None:
+        """This daemon missed part of its cluster's order (``OrderGap``, before the view
+        it rejoins): the records it missed changed the federation state, so it drops its
+        member and takes the state from the others again at the view (``on_view``).
+        Its own multicasts not yet acknowledged are dropped with it (their clients are
+        not told: a cross-cluster message is not in the ledger)."""
+        if self.member is not None:
+            log.warning("order gap: the federation state is taken again from the cluster",
+                        node=self.node_id, cluster=self.cluster,
+                        own_unacknowledged=len(self.member.in_flight()))
+            self.member = None
+            self.rejoins += 1
 
     def on_view(self, members: Iterable[int], joined: Iterable[int]) -> None:
         """This cluster's new view: the first one makes the member (a joiner when
@@ -521,6 +536,7 @@ class Federation:
             "in_flight": len(flights),
             "messages": flights[:20],
             "sent": self.sent, "delivered": self.delivered, "stalled": self.stalled,
+            "rejoins": self.rejoins,
             "datagrams_sent": self.link.sent, "datagrams_received": self.link.received,
             "remote_drops": dict(self.remote_drops),
             "send_errors": dict(self.link.send_errors),

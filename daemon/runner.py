@@ -66,6 +66,7 @@ from ..protocols.events import (
     BatchDelivered,
     DatagramDropped,
     MessagesInDoubt,
+    OrderGap,
     ServiceLevel,
     ViewInstalled,
 )
@@ -695,8 +696,11 @@ class Daemon:
     def _other_event(self, ev: Any) -> None:
         """Any event but deliveries, drops and backpressure (``membership_event``)."""
         fanout.membership_event(self, ev)
-        if self.federation is not None and type(ev) is ViewInstalled:
-            self.federation.on_view(ev.members, ev.joined)
+        if self.federation is not None:
+            if type(ev) is ViewInstalled:
+                self.federation.on_view(ev.members, ev.joined)
+            elif type(ev) is OrderGap:
+                self.federation.on_gap()
 
     def report_in_doubt(self, ev: MessagesInDoubt) -> None:
         """Own messages the engine gave up on, to their clients (``report_in_doubt``)."""
