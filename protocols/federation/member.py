@@ -461,6 +461,8 @@ class FederationMember:
     def _forget_own_if_done(self, m: FedId, own: _Own) -> None:
         if not own.waiting and not own.own_pending:
             del self._own[m]
+            if m not in self._seen:
+                self._stall_next.pop(m, None)
 
     # ------------------------------------------------------------------ time, views
 
@@ -552,7 +554,8 @@ class FederationMember:
         times = [o.next_t for o in self._own.values()]
         times += [s.next_t for s in self._stamps.values()]
         if self._seen:
-            times.append(next(iter(self._seen.values())) + self.config.stall_after_s)
+            m, since = next(iter(self._seen.items()))
+            times.append(max(since + self.config.stall_after_s, self._stall_next.get(m, 0.0)))
         if self.state is None:
             times.append(self._asked_at + self.config.snapshot_retry_s)
         return min(times) if times else None

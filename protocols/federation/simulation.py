@@ -344,8 +344,6 @@ class _Sim:
 
     def _judge(self) -> None:
         r = self.r
-        for member in self.members.values():
-            r.member_counters.update(member.counters)
         by_cluster: dict[str, set[int]] = defaultdict(set)
         for p, (n, _) in self.pids.items():
             by_cluster[self.cluster_of[n]].add(p)
@@ -357,22 +355,34 @@ class _Sim:
                 dst = {self.cluster_of[self.pids[p][0]] for p in m.dst_processes}
                 r.multicasts[cid] = Multicast(
                     m.sender, frozenset(p for c in dst for p in by_cluster[c]))
-        r.correct = {p for p in self.alive - self.ended if p not in self.joiners}
-        r.violations = check_run(r.deliveries, r.multicasts, r.correct, r.datagrams)
-        refs = {c: min(ps & r.correct) for c, ps in by_cluster.items() if ps & r.correct}
-        joiners = {j: refs[self.cluster_of[self.pids[j][0]]] for j in sorted(self.joiners)
-                   if self.cluster_of[self.pids[j][0]] in refs}
+        correct = {p for p in self.alive - self.ended if p not in self.joiners}
         complete = {j for j in self.joiners if j in self.alive and j not in self.ended
                     and self.members[j].state is not None}
-        r.violations += check_joiners(r.deliveries, joiners, r.global_ids, complete)
-        for p in sorted(r.correct | complete):
-            busy = self.members[p].in_flight()
-            if busy:
-                r.violations.append(f"quiescence: member {p} still has {len(busy)} messages "
-                                    f"in flight, e.g. {busy[0]}")
+        judge(r, self.members, by_cluster, correct, self.joiners, complete)
         for c, ps in by_cluster.items():
             if ps & r.correct and not any(p in r.correct for p in self.attached[c]):
                 r.violations.append(f"cluster {c}: no correct member attached")
+
+
+def judge(r: FedResult, members: Mapping[int, FederationMember],
+          by_cluster: Mapping[str, set[int]], correct: set[int], joiners: Iterable[int],
+          complete: set[int]) -> None:
+    """Every check of one run, into ``r.violations``: ``multigroup.checkers.check_run``,
+    ``check_joiners`` (each joiner against the lowest correct member of its cluster) and
+    quiescence (no correct or complete member still has messages in flight)."""
+    for member in members.values():
+        r.member_counters.update(member.counters)
+    r.correct = set(correct)
+    r.violations = check_run(r.deliveries, r.multicasts, r.correct, r.datagrams)
+    refs = {c: min(ps & r.correct) for c, ps in by_cluster.items() if ps & r.correct}
+    cluster_of = {p: c for c, ps in by_cluster.items() for p in ps}
+    pairs = {j: refs[cluster_of[j]] for j in sorted(joiners) if cluster_of[j] in refs}
+    r.violations += check_joiners(r.deliveries, pairs, r.global_ids, complete)
+    for p in sorted(r.correct | complete):
+        busy = members[p].in_flight()
+        if busy:
+            r.violations.append(f"quiescence: member {p} still has {len(busy)} messages "
+                                f"in flight, e.g. {busy[0]}")
 
 
 def run_scenario(sc: FedScenario, seed: int = 0) -> FedResult:

@@ -23,6 +23,7 @@ from amcast.protocols.federation.wire import (
     DgSubmit,
     DgTimestamp,
     RecSubmit,
+    RecTimestamp,
     decode_datagram,
     encode_datagram,
     encode_record,
@@ -111,6 +112,10 @@ def test_every_destination_delivers_in_one_order() -> None:
     fed.run(until=20.0)
     assert all(not m.in_flight() for m in fed.members.values())
     assert all(not o for o in fed.other.values())
+    for m in fed.members.values():  # bounded: nothing kept for finished messages
+        assert not (m._own or m._stamps or m._reply_to or m._injected or m._seen
+                    or m._stall_next)
+        assert m.state is not None and not (m.state.pending or m.state.early)
 
 
 def fed_dst(fed: Fed, m: tuple[str, str, int]) -> tuple[str, ...]:
@@ -282,3 +287,27 @@ def test_the_state_delivers_by_final_key_only() -> None:
     assert st.apply_submit(("b", "b1", 2), ("a", "b"), "g", b"")[0] == 6
     again = ClusterState.decode(st.encode(), "a", 10, 10, ["a", "b", "c"])
     assert again.encode() == st.encode()
+
+
+def test_a_joiner_does_not_deliver_what_it_replays() -> None:
+    """Records ordered between the joiner's request and the state finish a message: the
+    others deliver it there, the joiner (which delivered local messages in that stretch
+    of the order) must not, or its sequence would put it after those local messages."""
+    fed = Fed()
+    fed.cut = {"b"}
+    fed.emit("a1", fed.members["a1"].multicast(0.0, "g", b"x", ["a", "b"]))
+    fed.run()
+    m = fed.members["a1"].last_id
+    joiner = fed.members["a3"] = FederationMember(config("a"), "a3", joining=True)
+    fed.delivered["a3"] = []
+    request = joiner.on_view(fed.now, ["a1", "a2", "a3"])
+    fed.members["a1"].on_view(fed.now, ["a1", "a2", "a3"])
+    fed.members["a2"].on_view(fed.now, ["a1", "a2", "a3"])
+    fed.emit("a3", request)
+    # the request, then b's timestamp (m is delivered there), then the state
+    b_ts = encode_record(RecTimestamp(m, "b", 1))  # type: ignore[arg-type]
+    fed.queue.insert(1, ("order", "a", b_ts))  # type: ignore[arg-type]
+    fed.run()
+    assert fed.ids("a1") == fed.ids("a2") == [m]
+    assert joiner.state is not None and fed.ids("a3") == []
+    assert joiner.counters["skipped_while_joining"] == 1

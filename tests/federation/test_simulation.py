@@ -10,6 +10,12 @@ import json
 import pytest
 from amcast.protocols.federation import simulation, state
 from amcast.protocols.federation.checkers import check_joiners
+from amcast.protocols.federation.node_simulation import (
+    node_delays,
+    node_sweep,
+    random_node_scenario,
+    run_node_scenario,
+)
 from amcast.protocols.federation.simulation import (
     FedScenario,
     Global,
@@ -121,3 +127,37 @@ def test_the_cli_exits_1_on_a_violation(capsys: pytest.CaptureFixture[str],
                  "--seeds", "2", "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert len(report["failed"]) == 2 and "planted" in report["notes"][0]
+
+
+def test_over_real_nodes_a_restarted_member_rejoins_with_the_state() -> None:
+    """Seed 5: cluster c1's node 2 restarts; its new incarnation gets the federation
+    state through c1's order (real Nodes: wire, membership, ToTo, safe delivery), and
+    every check of both the clusters and the federation holds."""
+    sc = random_node_scenario(5)
+    assert [f.kind for fs in sc.faults.values() for f in fs] == ["restart"]
+    r, cluster_checks = run_node_scenario(sc, 5)
+    assert r.violations == [] and cluster_checks == {"c0": {}, "c1": {}, "c2": {}}
+    assert r.member_counters["snapshots_installed"] == 1
+    assert len(r.global_ids) == 14 and sum(len(v) for v in r.deliveries.values()) > 100
+
+
+@pytest.mark.slow
+def test_over_real_nodes_twenty_seeds_hold_every_property() -> None:
+    result = node_sweep(range(20))
+    assert result["failed"] == [], result["violations"]
+
+
+def test_the_quiescence_check_catches_retransmissions_that_never_stop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(simulation.FederationMember, "_on_ack", lambda self, h, ack: None)
+    r = run_scenario(random_scenario(3), 3)
+    assert r.violations and all(v.startswith("quiescence") for v in r.violations)
+
+
+def test_over_real_nodes_failure_free_delivery_takes_two_hops_and_two_safe_orderings(
+) -> None:
+    """Inter-cluster hops of 1 s, clusters of 3 Nodes whose safe delivery takes about
+    2 ms alone: the worst global latency is 2 hops and about two safe orderings."""
+    found = node_delays()
+    assert found["hops"] == 2 and found["violations"] == 0
+    assert 0.003 < found["orderings_s"] < 0.008
