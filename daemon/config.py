@@ -437,7 +437,7 @@ class FederationSection(_Section):
     clusters: dict[str, FederationCluster] = Field(
         default_factory=dict, description="every cluster of the federation, this one "
         "included: name -> its members")
-    retransmit_s: float = Field(0.2, gt=0, le=60,
+    retransmit_s: float = Field(0.5, gt=0, le=60,
                                 description="seconds between resends of unanswered "
                                 "cross-cluster datagrams")
     stall_after_s: float = Field(5.0, gt=0,

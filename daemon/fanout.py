@@ -121,13 +121,14 @@ def deliver_batch(d: Host, ev: BatchDelivered) -> None:
         env = decode(p)
         if env is None:
             fed = d.federation
-            record = decode_record(p) if fed is not None and position is not None else None
-            if record is not None:
+            records = decode_record(p) if fed is not None and position is not None else None
+            if records is not None:
                 assert fed is not None
-                if envs:  # the vertex's earlier messages go out before the record's
+                if envs:  # the vertex's earlier messages go out before the records'
                     c.deliveries_to_clients += d.api.deliver(header, envs)
                     envs = []
-                fed.on_record(record)
+                for record in records:
+                    fed.on_record(record)
                 continue
             control = sp.decode_control(p) if position is not None else None
             if control is None:

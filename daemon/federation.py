@@ -10,12 +10,14 @@ cluster. It owns the ``FederationMember`` and does its I/O:
   (``encode_message``): the sender's cluster, node, client, wall-clock send time and the
   application's bytes, so the delivering daemons can say who sent it.
 - ``OrderLocally(record)`` goes into this cluster's own order with the ``safe`` service,
-  behind the clients' envelopes, framed as ``["fed", record]`` (``encode_record``): an
-  engine payload whose first element is a string, like the group-membership controls
-  (``amcast.socket_protocol``), so it is never mistaken for a client's envelope. Where
-  the order delivers it (``amcast.daemon.fanout``), ``decode_record`` recognises it and
-  ``on_record`` hands it to ``FederationMember.on_ordered``: every member of the cluster
-  hands the same records in the same order.
+  behind the clients' envelopes. The records one input produced (a client's frame, a
+  wake-up's datagrams, a tick) go as one engine payload ``["fed", [record, ...]]``
+  (``encode_record``, at most ``RECORDS_BYTES`` each): an engine payload whose first
+  element is a string, like the group-membership controls (``amcast.socket_protocol``),
+  so it is never mistaken for a client's envelope. Where the order delivers it
+  (``amcast.daemon.fanout``), ``decode_record`` recognises it and ``on_record`` hands
+  each record to ``FederationMember.on_ordered``: every member of the cluster hands the
+  same records in the same order.
 - ``SendRemote(cluster, node, datagram)`` goes over UDP unicast to that member's
   address (``FederationLink``), sealed with AES-256-GCM under the key ring of
   ``security.key_file`` (``amcast.protocols.wire.auth``: a fresh random session per
@@ -73,6 +75,8 @@ clusters in one UDP datagram (at most 65,507 bytes) with the framing, the ids an
 seal."""
 FRAMING_BYTES = 512
 """What ``encode_message`` adds to a payload, at most (names of at most 64 bytes)."""
+RECORDS_BYTES = 32 * 1024
+"""Records batched into one engine payload up to about this many bytes."""
 PING_S = 1.0
 """Every this many seconds each daemon sends an empty datagram to every member of the
 other clusters: how ``status`` knows which clusters are reachable while no message flows."""
@@ -80,22 +84,23 @@ other clusters: how ``status`` knows which clusters are reachable while no messa
 
 # ---------------------------------------------------------------- framings
 
-def encode_record(record: bytes) -> bytes:
-    """A federation record as an engine payload of this cluster's order."""
-    return msgpack.packb((RECORD_TAG, record), use_bin_type=True)
+def encode_record(records: list[bytes]) -> bytes:
+    """Federation records (consecutive in the order) as one engine payload."""
+    return msgpack.packb((RECORD_TAG, records), use_bin_type=True)
 
 
-def decode_record(data: bytes) -> bytes | None:
-    """The record in an engine payload made by ``encode_record``; ``None`` otherwise."""
+def decode_record(data: bytes) -> list[bytes] | None:
+    """The records of an engine payload made by ``encode_record``; ``None`` otherwise."""
     if not data or data[0] != 0x92:  # a msgpack array of two: cheap refusal first
         return None
     try:
         value = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
     except Exception:  # msgpack raises several unrelated types on garbage
         return None
-    if type(value) is list and len(value) == 2 and value[0] == RECORD_TAG \
-            and type(value[1]) is bytes:
-        return value[1]
+    if type(value) is list and len(value) == 2 and value[0] == RECORD_TAG:
+        records = value[1]
+        if type(records) is list and records and set(map(type, records)) == {bytes}:
+            return records
     return None
 
 
@@ -210,19 +215,19 @@ class FederationLink:
         return self.sock.getsockname()[:2]
 
     def start(self, loop: asyncio.AbstractEventLoop,
-              on_datagram: Callable[[bytes], None]) -> None:
+              on_datagrams: Callable[[list[bytes]], None]) -> None:
         self._loop = loop
         sock = self.sock
 
         def readable() -> None:
+            batch = []
             for _ in range(MAX_READS):
                 try:
-                    data = sock.recv(MAX_DATAGRAM)
-                except (BlockingIOError, InterruptedError):
-                    return
-                except OSError:
-                    return
-                on_datagram(data)
+                    batch.append(sock.recv(MAX_DATAGRAM))
+                except OSError:  # drained (BlockingIOError), or an ICMP error: next time
+                    break
+            if batch:
+                on_datagrams(batch)
 
         loop.add_reader(sock.fileno(), readable)
 
@@ -317,6 +322,9 @@ class Federation:
         self.stalled = 0
         """Stall reports (``Stalled``)."""
         self.records_ordered = 0
+        self.records_submitted = 0
+        self._outbox: list[bytes] = []
+        self._outbox_bytes = 0
         self.rejoins = 0
         """Order gaps that made this daemon take the federation state again."""
         self.errors = 0
@@ -326,7 +334,7 @@ class Federation:
 
     # ---- lifecycle ---------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.link.start(loop, self.on_datagram)
+        self.link.start(loop, self.on_datagrams)
 
     def close(self) -> None:
         self.link.close()
@@ -372,6 +380,7 @@ class Federation:
                 return "bad_field"
             self.sent += 1
             self._handle(outputs)
+        self.flush()
         return None
 
     def on_record(self, record: bytes) -> None:
@@ -379,8 +388,15 @@ class Federation:
         self.records_ordered += 1
         if self.member is not None:
             self._handle(self.member.on_ordered(self.host.now(), record))
+            self.flush()
+
+    def on_datagrams(self, batch: list[bytes]) -> None:
+        for data in batch:
+            self.on_datagram(data)
+        self.flush()
 
     def on_datagram(self, data: bytes) -> None:
+        """One datagram off the wire (``on_datagrams`` flushes the records after)."""
         try:
             src_cluster, src_node, datagram = self.link.open(data)
         except DecodeError as exc:
@@ -400,6 +416,7 @@ class Federation:
             self.link.ping()
         if self.member is not None:
             self._handle(self.member.tick(now))
+            self.flush()
 
     def on_gap(self) -> None:
         """This daemon missed part of its cluster's order (``OrderGap``, before the view
@@ -427,6 +444,7 @@ class Federation:
                      joining=bool(holders), clusters=list(self.clusters))
         self._handle(self.member.on_view(self.host.now(),
                                          [member_id(self.cluster, m) for m in members]))
+        self.flush()
 
     # ---- outputs -------------------------------------------------------------------------
     def _handle(self, outputs: list[Any]) -> None:
@@ -436,7 +454,10 @@ class Federation:
                 if kind is SendRemote:
                     self.link.send(out.cluster, node_of(out.node), out.datagram)
                 elif kind is OrderLocally:
-                    self.host.submit_federation(encode_record(out.record))
+                    self._outbox.append(out.record)
+                    self._outbox_bytes += len(out.record)
+                    if self._outbox_bytes >= RECORDS_BYTES:
+                        self.flush()
                 elif kind is Deliver:
                     self._deliver(out)
                 elif kind is Stalled:
@@ -453,6 +474,13 @@ class Federation:
                 self.errors += 1
                 log.exception("federation output failed", node=self.node_id,
                               output=type(out).__name__)
+
+    def flush(self) -> None:
+        """The records the last input produced, into the own order as one payload."""
+        if self._outbox:
+            records, self._outbox, self._outbox_bytes = self._outbox, [], 0
+            self.records_submitted += len(records)
+            self.host.submit_federation(encode_record(records))
 
     def _deliver(self, out: Deliver) -> None:
         if self.on_deliver is not None:
@@ -536,7 +564,9 @@ class Federation:
             "in_flight": len(flights),
             "messages": flights[:20],
             "sent": self.sent, "delivered": self.delivered, "stalled": self.stalled,
-            "rejoins": self.rejoins,
+            "rejoins": self.rejoins, "records_submitted": self.records_submitted,
+            "records_ordered": self.records_ordered,
+            "protocol": {} if self.member is None else dict(self.member.counters),
             "datagrams_sent": self.link.sent, "datagrams_received": self.link.received,
             "remote_drops": dict(self.remote_drops),
             "send_errors": dict(self.link.send_errors),

@@ -93,11 +93,13 @@ def test_a_bad_federation_section_is_a_clear_error(tmp_path: Path, text: str,
 # ---------------------------------------------------------------- framings
 
 def test_a_record_is_recognised_in_the_order_and_nothing_else_is() -> None:
-    record = b"\x01record bytes"
-    assert decode_record(encode_record(record)) == record
+    records = [b"\x01record bytes", b"\x02another"]
+    assert decode_record(encode_record(records)) == records
     assert decode_record(sp.encode_envelope(1, ["g"], [b"x"])) is None
     assert decode_record(sp.encode_gone(1, 2)) is None
     assert decode_record(msgpack.packb(("fed", "text"))) is None
+    assert decode_record(msgpack.packb(("fed", []))) is None
+    assert decode_record(msgpack.packb(("fed", [b"x", "y"]))) is None
     assert decode_record(msgpack.packb(("other", b"x"))) is None
     assert decode_record(b"\x92\xc1") is None  # msgpack's never-used byte
     assert decode_record(b"") is None
@@ -202,8 +204,7 @@ def test_bad_remote_datagrams_are_counted_drops_never_errors() -> None:
     ports = {"a": [free_port()], "b": [free_port()]}
     fed = Federation(section(ports, "a"), 0, KEY, Host(), wall_clock=lambda: 1_000_000.0)
     try:
-        for data in (b"", b"\x01", b"\x01\x01" + bytes(60), bytes(200)):
-            fed.on_datagram(data)
+        fed.on_datagrams([b"", b"\x01", b"\x01\x01" + bytes(60), bytes(200)])
         assert sum(fed.remote_drops.values()) == 4
         assert fed.status()["remote_drops"] == dict(fed.remote_drops)
         assert fed.refusal("g", [b"x"], ["a", "zz"]) == "unknown_cluster"
@@ -212,9 +213,9 @@ def test_bad_remote_datagrams_are_counted_drops_never_errors() -> None:
         fed.on_view([0], [0])  # the cluster's first view: an empty member
         assert fed.member is not None and fed.member.state is not None
         assert fed.refusal("g", [b"x"], ["a", "b"]) is None
-        assert fed.multicast(5, "g", [b"x"], ["a", "b"]) is None
-        assert len(fed.host.submitted) == 1  # type: ignore[attr-defined]
-        assert decode_record(fed.host.submitted[0]) is not None  # type: ignore[attr-defined]
+        assert fed.multicast(5, "g", [b"x", b"y"], ["a", "b"]) is None
+        (payload,) = fed.host.submitted  # type: ignore[attr-defined]
+        assert len(decode_record(payload) or []) == 2  # one payload, a record each
         assert fed.in_flight()[0]["clusters"] == ["a", "b"]
     finally:
         fed.close()
