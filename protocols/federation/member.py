@@ -120,6 +120,7 @@ class _Stamp:
     lts: int
     waiting: dict[str, bool]
     """Cluster -> whether its ack said it lacks m's Submit (then it gets it from us)."""
+    since: float = 0.0
     attempt: int = 0
     next_t: float = 0.0
 
@@ -250,7 +251,7 @@ class FederationMember:
                 self._seen.setdefault(m, now)
                 others = {c: False for c in rec.dst if c != self.cluster}
                 if others:
-                    stamp = _Stamp(rec.dst, rec.group, rec.payload, lts, others,
+                    stamp = _Stamp(rec.dst, rec.group, rec.payload, lts, others, now,
                                    next_t=now + self.config.retransmit_s)
                     self._stamps[m] = stamp
                     out += self._send_stamp(m, stamp)
@@ -353,7 +354,7 @@ class FederationMember:
             self._seen.setdefault(m, now)
             others = {c: False for c in p.dst if c != self.cluster}
             if others:
-                stamp = _Stamp(p.dst, p.group, p.payload, p.ts[self.cluster], others,
+                stamp = _Stamp(p.dst, p.group, p.payload, p.ts[self.cluster], others, now,
                                next_t=now + self.config.retransmit_s)
                 self._stamps[m] = stamp
                 out += self._send_stamp(m, stamp)
@@ -546,7 +547,8 @@ class FederationMember:
             out[m] = InFlight(m, own.dst, now - own.since, tuple(sorted(waiting)))
         for m, stamp in self._stamps.items():
             if m not in out:
-                out[m] = InFlight(m, stamp.dst, 0.0, tuple(sorted(stamp.waiting)))
+                out[m] = InFlight(m, stamp.dst, now - stamp.since,
+                                  tuple(sorted(stamp.waiting)))
         return sorted(out.values(), key=lambda f: -f.age_s)
 
     def next_deadline(self) -> float | None:

@@ -49,8 +49,11 @@ class Stalled:
 @dataclass(frozen=True, slots=True)
 class DroppedRemote:
     reason: str
-    """A metric label: ``malformed``, ``version``, ``unknown_sender``, ``not_addressed``,
-    ``bad_origin``, ``too_large``, ``full``."""
+    """A metric label: the decoder's (``malformed``, ``version``, ``bad_field``), or
+    ``unknown_sender`` (not a member of another configured cluster), ``not_addressed``
+    (this cluster is not in Dst(m), or a relay from outside Dst(m)), ``bad_origin``
+    (an unknown cluster or origin, or a timestamp of another cluster than its
+    sender's), ``full`` (too many records injected and not yet ordered)."""
 
 
 @dataclass(frozen=True, slots=True)
