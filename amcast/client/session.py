@@ -273,11 +273,11 @@ class Session:
         """Queue one message; returns its number. Raises at once, queuing nothing: what
         ``check`` raises, ``WouldBlock`` without room, errors for bad arguments (an
         unknown cluster: ``unknown_cluster``)."""
+        if self.alarm:
+            self.check()
         if clusters is not None:
             return self._add_global(payload, groups, service,
                                     normalize_clusters(clusters, self.welcome))
-        if self.alarm:
-            self.check()
         if type(payload) is not bytes:
             payload = as_payload(payload)
         size = len(payload)

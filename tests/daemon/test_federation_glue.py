@@ -33,6 +33,7 @@ from amcast.protocols.wire.keys import Keyring
 from daemon_helpers import Backend, FakeTransport
 
 from amcast import socket_protocol as sp
+from amcast.client.errors import MessagesRefused
 from amcast.client.records import batch_from_frame
 from amcast.client.session import Session, normalize_clusters
 from amcast.localcluster import free_port
@@ -328,3 +329,17 @@ def test_a_silent_cluster_is_a_health_warning_once_the_grace_is_over() -> None:
         assert fed.status()["clusters"]["b"]["reachable"] is False
     finally:
         fed.close()
+
+
+def test_a_refused_cross_cluster_frame_is_raised_by_the_next_send() -> None:
+    s = Session(max_unconfirmed_bytes=1 << 20)
+    s.welcome = WELCOME
+    s.add(b"x0", "g", "agreed", ["a", "b"])
+    s.add(b"x1", "g", "agreed", ["a", "b"])
+    s.take()
+    s.on_frame({"t": "error", "code": "overloaded", "detail": "full", "fatal": False,
+                "id": 0})
+    with pytest.raises(MessagesRefused) as info:
+        s.add(b"next", "g", "agreed", ["a", "b"])
+    assert info.value.code == "overloaded" and info.value.messages == [0, 1]
+    assert s.next_seq == 2
