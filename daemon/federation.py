@@ -329,8 +329,6 @@ class Federation:
         """Order gaps that made this daemon take the federation state again."""
         self.errors = 0
         self._next_ping = 0.0
-        self.on_deliver: Callable[[Deliver], None] | None = None
-        """Tests: see every ``Deliver`` output."""
 
     # ---- lifecycle ---------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -370,18 +368,21 @@ class Federation:
         now = self.host.now()
         send_ts = self.host.wall_time()
         dst = sorted(set(clusters))
+        refused = None
         for payload in payloads:
             framed = encode_message(self.cluster, self.node_id, client, send_ts, payload)
             try:
                 outputs = member.multicast(now, group, framed, dst)
             except BackpressureError:
-                return "overloaded"
+                refused = "overloaded"
+                break
             except ValueError:
-                return "bad_field"
+                refused = "bad_field"
+                break
             self.sent += 1
             self._handle(outputs)
         self.flush()
-        return None
+        return refused
 
     def on_record(self, record: bytes) -> None:
         """A federation record delivered by this cluster's order (``fanout``)."""
@@ -483,8 +484,6 @@ class Federation:
             self.host.submit_federation(encode_record(records))
 
     def _deliver(self, out: Deliver) -> None:
-        if self.on_deliver is not None:
-            self.on_deliver(out)
         message = decode_message(out.payload)
         if message is None:
             self.remote_drops["bad_message"] += 1
