@@ -449,6 +449,7 @@ class Federation:
 
     # ---- outputs -------------------------------------------------------------------------
     def _handle(self, outputs: list[Any]) -> None:
+        stalls: list[Stalled] = []
         for out in outputs:
             try:
                 kind = type(out)
@@ -463,18 +464,21 @@ class Federation:
                     self._deliver(out)
                 elif kind is Stalled:
                     self.stalled += 1
-                    log.warning("cross-cluster message stalled: a destination cluster has not "
-                                "answered (unreachable, or without a primary view)",
-                                node=self.node_id, cluster=self.cluster,
-                                msg=message_id(out.msg_id),
-                                waiting_for=list(out.clusters_waited_for),
-                                age_s=round(out.age_s, 3))
+                    stalls.append(out)
                 elif kind is DroppedRemote:
                     self.remote_drops[str(out.reason)] += 1
             except Exception:
                 self.errors += 1
                 log.exception("federation output failed", node=self.node_id,
                               output=type(out).__name__)
+        if stalls:  # one line for the stall reports of one input, however many
+            oldest = max(stalls, key=lambda st: st.age_s)
+            log.warning("cross-cluster messages stalled: a destination cluster has not "
+                        "answered (unreachable, or without a primary view)",
+                        node=self.node_id, cluster=self.cluster, messages=len(stalls),
+                        oldest=message_id(oldest.msg_id), age_s=round(oldest.age_s, 3),
+                        waiting_for=sorted({c for st in stalls
+                                            for c in st.clusters_waited_for}))
 
     def flush(self) -> None:
         """The records the last input produced, into the own order as one payload."""

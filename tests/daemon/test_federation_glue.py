@@ -343,3 +343,26 @@ def test_a_refused_cross_cluster_frame_is_raised_by_the_next_send() -> None:
         s.add(b"next", "g", "agreed", ["a", "b"])
     assert info.value.code == "overloaded" and info.value.messages == [0, 1]
     assert s.next_seq == 2
+
+
+def test_a_message_to_a_silent_cluster_is_reported_stalled() -> None:
+    ports = {"a": [free_port()], "b": [free_port()]}
+    clock = [100.0]
+    host = Host()
+    host.now = lambda: clock[0]  # type: ignore[method-assign]
+    host.wall_time = lambda: 1_000_000.0 + clock[0]  # type: ignore[method-assign]
+    fed = Federation(section(ports, "a"), 0, KEY, host,
+                     wall_clock=lambda: 1_000_000.0 + clock[0])
+    try:
+        fed.on_view([0], [0])
+        assert fed.multicast(1, "g", [b"x"], ["a", "b"]) is None
+        fed.tick()
+        assert fed.stalled == 0
+        clock[0] += fed.section.stall_after_s + 1  # nobody in b answers
+        fed.tick()
+        assert fed.stalled == 1 and fed.metrics_sample()["stalled"] == 1
+        assert any("waiting longer than" in w for w in fed.warnings())
+        assert fed.status()["in_flight"] == 1
+        assert fed.link.sent >= 2  # the Submit, and at least one resend
+    finally:
+        fed.close()
