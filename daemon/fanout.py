@@ -38,7 +38,8 @@ from ..protocols.events import (
 )
 from ..protocols.node import Node
 from .api import ApiServer
-from .federation import Federation, decode_record
+from .federation import Federation
+from .fedframing import decode_record
 from .groups import Groups
 from .logs import DeliveryLog
 from .metrics import Counters, Metrics

@@ -7,7 +7,7 @@ cluster. It owns the ``FederationMember`` and does its I/O:
 
 - A client's cross-cluster send (``send`` frame with ``clusters``) becomes one
   ``FederationMember.multicast`` per payload. The payload handed over is framed
-  (``encode_message``): the sender's cluster, node, client, wall-clock send time and the
+  (``amcast.daemon.fedframing``): the sender's cluster, node, client, wall-clock send time and the
   application's bytes, so the delivering daemons can say who sent it.
 - ``OrderLocally(record)`` goes into this cluster's own order with the ``safe`` service,
   behind the clients' envelopes. The records one input produced (a client's frame, a
@@ -19,7 +19,7 @@ cluster. It owns the ``FederationMember`` and does its I/O:
   each record to ``FederationMember.on_ordered``: every member of the cluster hands the
   same records in the same order.
 - ``SendRemote(cluster, node, datagram)`` goes over UDP unicast to that member's
-  address (``FederationLink``), sealed with AES-256-GCM under the key ring of
+  address (``amcast.daemon.fedlink``), sealed with AES-256-GCM under the key ring of
   ``security.key_file`` (``amcast.protocols.wire.auth``: a fresh random session per
   daemon life, replay window, key rollover; the same key file across the federation).
   What arrives is opened, checked (version, this cluster as destination, a known
@@ -35,248 +35,43 @@ cluster. It owns the ``FederationMember`` and does its I/O:
 from __future__ import annotations
 
 import asyncio
-import errno
-import os
-import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
-import msgpack
 import structlog
 
 from ..protocols.errors import BackpressureError, DecodeError
 from ..protocols.federation import (
     Deliver,
     DroppedRemote,
-    FederationConfig,
     FederationMember,
-    FedId,
     OrderLocally,
     SendRemote,
     Stalled,
 )
-from ..protocols.wire.auth import SESSION_BYTES, Authenticator
 from ..protocols.wire.keys import Keyring
 from .config import FederationSection
-from .transport import MAX_DATAGRAM, TransportSetupError
+from .fedframing import (
+    MAX_GLOBAL_PAYLOAD,
+    decode_message,
+    encode_message,
+    encode_record,
+    member_config,
+    member_id,
+    message_id,
+    node_of,
+)
+from .fedlink import FederationLink
 
 log = structlog.get_logger("amcastd")
-RECORD_TAG = "fed"
-LINK_TAG = "amcast-fed"
-LINK_VERSION = 1
-MESSAGE_VERSION = 1
-MAX_READS = 256
-"""Datagrams read per wake-up of the federation socket."""
-MAX_GLOBAL_PAYLOAD = 56 * 1024
-"""Largest application payload of a cross-cluster message (bytes): its Submit crosses
-clusters in one UDP datagram (at most 65,507 bytes) with the framing, the ids and the
-seal."""
-FRAMING_BYTES = 512
-"""What ``encode_message`` adds to a payload, at most (names of at most 64 bytes)."""
 RECORDS_BYTES = 32 * 1024
 """Records batched into one engine payload up to about this many bytes."""
 PING_S = 1.0
 """Every this many seconds each daemon sends an empty datagram to every member of the
 other clusters: how ``status`` knows which clusters are reachable while no message flows."""
 
-
-# ---------------------------------------------------------------- framings
-
-def encode_record(records: list[bytes]) -> bytes:
-    """Federation records (consecutive in the order) as one engine payload."""
-    return msgpack.packb((RECORD_TAG, records), use_bin_type=True)
-
-
-def decode_record(data: bytes) -> list[bytes] | None:
-    """The records of an engine payload made by ``encode_record``; ``None`` otherwise."""
-    if not data or data[0] != 0x92:  # a msgpack array of two: cheap refusal first
-        return None
-    try:
-        value = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
-    except Exception:  # msgpack raises several unrelated types on garbage
-        return None
-    if type(value) is list and len(value) == 2 and value[0] == RECORD_TAG:
-        records = value[1]
-        if type(records) is list and records and set(map(type, records)) == {bytes}:
-            return records
-    return None
-
-
-def encode_message(cluster: str, node: int, client: int, send_ts: float,
-                   payload: bytes) -> bytes:
-    """What the daemon hands ``FederationMember.multicast`` for one application message."""
-    return msgpack.packb((MESSAGE_VERSION, cluster, node, client, send_ts, payload),
-                         use_bin_type=True)
-
-
-def decode_message(data: bytes) -> tuple[str, int, int, float, bytes] | None:
-    """``(cluster, node, client, send_ts, payload)``; ``None`` if malformed."""
-    try:
-        value = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=True)
-    except Exception:
-        return None
-    if type(value) is not list or len(value) != 6 or value[0] != MESSAGE_VERSION:
-        return None
-    _, cluster, node, client, send_ts, payload = value
-    if (type(cluster) is not str or type(node) is not int or type(client) is not int
-            or type(send_ts) not in (int, float) or type(payload) is not bytes
-            or node < 0 or client < 0):
-        return None
-    return cluster, node, client, float(send_ts), payload
-
-
-def encode_link(src_cluster: str, src_node: int, dst_cluster: str, datagram: bytes) -> bytes:
-    """The body of one cross-cluster datagram (sealed by ``FederationLink``)."""
-    return msgpack.packb((LINK_TAG, LINK_VERSION, src_cluster, src_node, dst_cluster,
-                          datagram), use_bin_type=True)
-
-
-def decode_link(body: bytes) -> tuple[str, int, str, bytes]:
-    """``(src cluster, src node, dst cluster, datagram)``; ``DecodeError`` if malformed."""
-    try:
-        value = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
-    except Exception:
-        raise DecodeError("malformed", "not msgpack") from None
-    if type(value) is not list or len(value) != 6 or value[0] != LINK_TAG:
-        raise DecodeError("malformed", "not a federation datagram")
-    if value[1] != LINK_VERSION:
-        raise DecodeError("bad_version", f"federation datagram version {value[1]!r}")
-    _, _, src_cluster, src_node, dst_cluster, datagram = value
-    if (type(src_cluster) is not str or type(src_node) is not int or src_node < 0
-            or type(dst_cluster) is not str or type(datagram) is not bytes):
-        raise DecodeError("malformed", "bad field")
-    return src_cluster, src_node, dst_cluster, datagram
-
-
-def member_id(cluster: str, node: int) -> str:
-    """The protocol's id of a daemon: node ids repeat across clusters, these do not."""
-    return f"{cluster}.{node}"
-
-
-def node_of(member: str) -> int:
-    """The daemon's node id in a ``member_id``; ``ValueError`` if it is not one."""
-    return int(member.rpartition(".")[2])
-
-
-def message_id(m: FedId) -> str:
-    """A cross-cluster message's id as clients see it: ``cluster:node:seq``."""
-    return f"{m[0]}:{m[1].rpartition('.')[2]}:{m[2]}"
-
-
-def member_config(section: FederationSection) -> FederationConfig:
-    """The protocol's configuration: cluster names -> member ids (``member_id``)."""
-    return FederationConfig(
-        cluster=section.cluster,
-        clusters={name: tuple(member_id(name, n) for n in sorted(c.addresses()))
-                  for name, c in sorted(section.clusters.items())},
-        retransmit_s=section.retransmit_s, stall_after_s=section.stall_after_s,
-        max_payload=MAX_GLOBAL_PAYLOAD + FRAMING_BYTES,
-    )
-
-
-# ---------------------------------------------------------------- the link
-
-class FederationLink:
-    """One UDP socket on this daemon's federation address: sealed datagrams to and from
-    the members of the other clusters (module docstring)."""
-
-    def __init__(self, section: FederationSection, node_id: int, keys: Keyring | None,
-                 wall_clock: Callable[[], float] = time.time) -> None:
-        self.cluster = section.cluster
-        self.node_id = node_id
-        self.addresses: dict[tuple[str, int], tuple[str, int]] = {
-            (name, node): address for name, c in section.clusters.items()
-            for node, address in c.addresses().items()}
-        host, port = self.addresses[(self.cluster, node_id)]
-        self._wall_clock = wall_clock
-        self.auth = Authenticator(keys, os.urandom(SESSION_BYTES))
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
-        try:
-            self.sock.bind((host, port))
-            self.sock.setblocking(False)
-        except OSError as exc:
-            self.sock.close()
-            raise TransportSetupError(
-                f"cannot bind the federation socket to {host}:{port} ({exc.strerror}): "
-                f"federation.clusters.{self.cluster}.members names this address for node "
-                f"{node_id}; choose a free one") from None
-        self.sent = 0
-        self.received = 0
-        self.send_errors: Counter[str] = Counter()
-        self.heard: dict[str, float] = {}
-        """Cluster -> when an authentic datagram of it last arrived (reachability)."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self.sock.getsockname()[:2]
-
-    def start(self, loop: asyncio.AbstractEventLoop,
-              on_datagrams: Callable[[list[bytes]], None]) -> None:
-        self._loop = loop
-        sock = self.sock
-
-        def readable() -> None:
-            batch = []
-            for _ in range(MAX_READS):
-                try:
-                    batch.append(sock.recv(MAX_DATAGRAM))
-                except OSError:  # drained (BlockingIOError), or an ICMP error: next time
-                    break
-            if batch:
-                on_datagrams(batch)
-
-        loop.add_reader(sock.fileno(), readable)
-
-    def seal(self, dst_cluster: str, datagram: bytes) -> bytes:
-        body = encode_link(self.cluster, self.node_id, dst_cluster, datagram)
-        return self.auth.seal(body, int(self._wall_clock() * 1000))
-
-    def send(self, cluster: str, node: int, datagram: bytes) -> bool:
-        address = self.addresses.get((cluster, node))
-        if address is None:
-            self.send_errors["unknown_member"] += 1
-            return False
-        try:
-            self.sock.sendto(self.seal(cluster, datagram), address)
-        except OSError as exc:
-            self.send_errors[errno.errorcode.get(exc.errno or 0, "oserror")] += 1
-            return False
-        self.sent += 1
-        return True
-
-    def open(self, data: bytes) -> tuple[str, int, bytes]:
-        """``(src cluster, src node, datagram)`` of an authentic datagram for this
-        cluster from a member of another; ``DecodeError`` otherwise."""
-        body = self.auth.open(data, int(self._wall_clock() * 1000))
-        src_cluster, src_node, dst_cluster, datagram = decode_link(bytes(body))
-        if dst_cluster != self.cluster:
-            raise DecodeError("wrong_cluster", f"for cluster {dst_cluster!r}")
-        if src_cluster == self.cluster:
-            raise DecodeError("own_cluster", "from this cluster")
-        if (src_cluster, src_node) not in self.addresses:
-            raise DecodeError("unknown_sender", f"{src_cluster}/{src_node}")
-        self.received += 1
-        self.heard[src_cluster] = self._wall_clock()
-        return src_cluster, src_node, datagram
-
-    def ping(self) -> None:
-        """An empty datagram to every member of the other clusters (reachability)."""
-        for cluster, node in self.addresses:
-            if cluster != self.cluster:
-                self.send(cluster, node, b"")
-
-    def close(self) -> None:
-        if self._loop is not None:
-            self._loop.remove_reader(self.sock.fileno())
-            self._loop = None
-        self.sock.close()
-
-
-# ---------------------------------------------------------------- the glue
 
 class Host(Protocol):
     """What the federation reads and calls of the daemon."""

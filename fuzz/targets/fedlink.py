@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 
 import msgpack
-from amcast.daemon.federation import (
-    FederationLink,
+from amcast.daemon.fedframing import (
     decode_link,
     decode_message,
     decode_record,
@@ -24,6 +23,7 @@ from amcast.daemon.federation import (
     encode_message,
     encode_record,
 )
+from amcast.daemon.fedlink import FederationLink
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.keys import Keyring

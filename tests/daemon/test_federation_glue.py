@@ -13,9 +13,8 @@ import msgpack
 import pytest
 from amcast.daemon.api import ApiServer, ClientConnection
 from amcast.daemon.config import ApiSection, DaemonConfig, FederationSection, load_config
-from amcast.daemon.federation import (
-    Federation,
-    FederationLink,
+from amcast.daemon.federation import Federation
+from amcast.daemon.fedframing import (
     decode_link,
     decode_message,
     decode_record,
@@ -27,6 +26,7 @@ from amcast.daemon.federation import (
     message_id,
     node_of,
 )
+from amcast.daemon.fedlink import FederationLink
 from amcast.protocols.errors import ClientError, ConfigurationError, DecodeError
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.keys import Keyring
