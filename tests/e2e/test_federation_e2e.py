@@ -49,12 +49,12 @@ def federation() -> Iterator[LocalFederation]:
 
 
 def listen(sock: str, name: str) -> BlockingClient:
-    client = BlockingClient(sock, name=name, timeout=20)
+    client = BlockingClient(sock, name=name, timeout=60)
     client.join(GROUP)
     return client
 
 
-def drain(client: BlockingClient, want: int, timeout: float = 40.0) -> list[Record]:
+def drain(client: BlockingClient, want: int, timeout: float = 90.0) -> list[Record]:
     """Deliveries until ``want`` of them arrived (or the timeout: the caller compares)."""
     got: list[Record] = []
     deadline = time.monotonic() + timeout
@@ -133,21 +133,21 @@ def test_two_clusters_deliver_cross_cluster_messages_in_one_order(
 def test_a_killed_daemon_restarts_and_follows_the_common_order(
         federation: LocalFederation) -> None:
     a, b = federation.members["a"], federation.members["b"]
-    sender = BlockingClient(a.sockets[0], name="sender", timeout=20)
+    sender = BlockingClient(a.sockets[0], name="sender", timeout=60)
     watch = {("a", 1): listen(a.sockets[1], "wa1"), ("b", 0): listen(b.sockets[0], "wb0")}
 
     def burst(tag: str, count: int) -> list[bytes]:
         sent = [f"{tag}-{k}".encode() for k in range(count)]
         for payload in sent:
             sender.send(payload, GROUP, "agreed", clusters=["a", "b"])
-        sender.sync(20)
+        sender.sync(60)
         return sent
 
     before = burst("before", 10)
     b.kill(2)
     b.wait_exit(2, 10)
     during = burst("during", 10)  # b goes on with two of three members
-    b.restart(2, timeout=30, wait_view=3)
+    b.restart(2, timeout=60, wait_view=3)
     rejoined = listen(b.sockets[2], "wb2")
     after = burst("after", 10)
     total = len(before) + len(during) + len(after)
@@ -194,7 +194,7 @@ def test_a_partition_inside_one_cluster_while_cross_cluster_traffic_flows() -> N
         with relay:
             fed.start(timeout=60)
             a, b = fed.members["a"], fed.members["b"]
-            sender = BlockingClient(a.sockets[0], name="sender", timeout=20)
+            sender = BlockingClient(a.sockets[0], name="sender", timeout=60)
             watch = {"a1": listen(a.sockets[1], "wa1"), "b0": listen(b.sockets[0], "wb0")}
             views = BlockingClient(b.sockets[1], name="views", timeout=20)
 
@@ -202,7 +202,7 @@ def test_a_partition_inside_one_cluster_while_cross_cluster_traffic_flows() -> N
                 sent = [f"{tag}-{k}".encode() for k in range(count)]
                 for payload in sent:
                     sender.send(payload, GROUP, "agreed", clusters=["a", "b"])
-                sender.sync(20)
+                sender.sync(60)
                 return sent
 
             before = burst("before", 10)
