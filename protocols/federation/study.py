@@ -46,7 +46,7 @@ import json
 import random
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..simulation.network import LinkFaults
 from .node_simulation import NodeFedScenario, NodeGlobal, _NodeSim
@@ -300,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="k = 1, 2, 4 only")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    cfg = StudyConfig(seed=args.seed, ks=(1, 2, 4) if args.quick else StudyConfig.ks)
+    cfg = StudyConfig(seed=args.seed)
+    if args.quick:
+        cfg = replace(cfg, ks=(1, 2, 4))
     rows = study(cfg, progress=lambda line: print(line, file=sys.stderr))
     if args.json:
         print(json.dumps(as_json(cfg, rows), indent=1))
