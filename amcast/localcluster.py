@@ -176,6 +176,9 @@ class LocalCluster:
     port), e.g. a ``FaultRelay``'s port for each link."""
     _port_chosen: bool = field(default=False, init=False, repr=False)
     """``port`` was picked here (free), not given: ``start`` may pick another."""
+    key_path: Path | None = None
+    """A key ring shared with other clusters (a local federation writes it once); unset:
+    a fresh ring in ``directory``."""
     wrappers: list[list[str]] = field(default_factory=list)
     """Per-node command prefix, e.g. ``["ip", "netns", "exec", "ns0"]`` (must exec the
     daemon in place, so its pid is the one that reports READY=1)."""
@@ -191,8 +194,11 @@ class LocalCluster:
 
     @property
     def key_file(self) -> Path | None:
-        """The cluster's key ring (``None``: insecure); one fresh ring per cluster."""
-        return None if self.protocol.get("insecure") else self.directory / "authkey"
+        """The cluster's key ring (``None``: insecure); one fresh ring per cluster unless
+        ``key_path`` names a shared one."""
+        if self.protocol.get("insecure"):
+            return None
+        return self.key_path if self.key_path is not None else self.directory / "authkey"
 
     @property
     def sockets(self) -> list[str]:
@@ -222,7 +228,7 @@ class LocalCluster:
     def write_configs(self) -> None:
         self.refuse_if_running()
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self.key_file is not None:
+        if self.key_file is not None and self.key_path is None:
             write_keyring(self.key_file, new_keyring())  # 0400: datagrams are sealed
         members = list(range(self.n))
         self.nodes = []

@@ -106,6 +106,10 @@ ERROR_CODES: dict[str, str] = {
     "frame_timeout": (
         "a started frame was not completed within api.frame_timeout_s (fatal)"
     ),
+    "unknown_cluster": (
+        "a send frame's clusters names a cluster this daemon's federation does not have "
+        "(or the daemon runs none); nothing of the frame was sent (not fatal)"
+    ),
     "forbidden": (
         "the access policy ([access]) does not allow this client to join or send to a "
         "group of the frame; nothing of it was done (not fatal)"
@@ -121,7 +125,7 @@ ERROR_CODES: dict[str, str] = {
 
 REFUSAL_CODES = (
     "message_too_large", "bad_field", "bad_service", "too_many_groups", "overloaded",
-    "shutting_down", "forbidden",
+    "shutting_down", "forbidden", "unknown_cluster",
 )
 """Codes of an ``error`` frame refusing a ``send`` frame (none of its messages was sent)."""
 

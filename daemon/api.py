@@ -119,9 +119,10 @@ class Backend(Protocol):
 
     def send(
         self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes],
-        ref: Any = None,
+        ref: Any = None, clusters: list[str] | None = None,
     ) -> str | None:
-        """Accept the frame whole (``None``) or refuse it whole (an error code)."""
+        """Accept the frame whole (``None``) or refuse it whole (an error code);
+        ``clusters``: a cross-cluster send (``amcast.daemon.federation``)."""
         ...
 
     def count_client_error(self, code: str) -> None: ...
@@ -519,7 +520,19 @@ class ClientConnection(asyncio.Protocol):
             self.fail("message_too_large",
                       f"a payload exceeds max_message_bytes {cfg.max_message_bytes}", ref=ref)
             return
-        refused = self.server.backend.send(self, groups, service, payloads, ref)
+        clusters = frame.get("clusters")
+        if clusters is not None:
+            if (not isinstance(clusters, list) or not clusters
+                    or not all(type(c) is str and c for c in clusters)):
+                self.bad_field("send", "clusters", "must be a non-empty list of str", ref)
+                return
+            if len(groups) != 1:
+                self.bad_field("send", "groups",
+                               "a cross-cluster send (clusters) addresses one group", ref)
+                return
+        backend = self.server.backend
+        refused = (backend.send(self, groups, service, payloads, ref) if clusters is None
+                   else backend.send(self, groups, service, payloads, ref, clusters=clusters))
         if refused is not None:
             self.fail(refused, _REFUSED.get(refused, "the frame was refused; nothing was sent"),
                       ref=ref)
@@ -593,6 +606,8 @@ _REFUSED = {
     "overloaded": "the daemon's submit queue is full (api.submit_queue_bytes); "
                   "none of the frame's messages was sent",
     "shutting_down": "the daemon is stopping; none of the frame's messages was sent",
+    "unknown_cluster": "clusters names a cluster this daemon's federation does not have "
+                       "([federation] in its configuration); nothing was sent",
 }
 
 

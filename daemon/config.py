@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -394,6 +395,87 @@ class AccessSection(_Section):
                                           "group decides")
 
 
+CLUSTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+"""A federation cluster's name: lower-case letters, digits, ``_`` and ``-``, at most 64."""
+
+
+def parse_member(text: str, what: str = "member") -> tuple[int, str, int]:
+    """``"node:host:port"`` (``"node:[v6 address]:port"``) -> ``(node, host, port)``;
+    ``ValueError`` naming ``what`` otherwise."""
+    node, sep, address = text.partition(":")
+    if not sep or not node.isdigit():
+        raise ValueError(f"{what}: {text!r} is not 'node:host:port' (node: a node id)")
+    host, port = split_host_port(address, what)
+    return int(node), host, port
+
+
+class FederationCluster(_Section):
+    """One cluster of a federation (``[federation.clusters.NAME]``)."""
+
+    members: list[str] = Field(
+        min_length=1,
+        description="'node:host:port' of every daemon of the cluster: its node id and the "
+        "address it takes cross-cluster datagrams on")
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, value: list[str]) -> list[str]:
+        nodes = [parse_member(m, "members")[0] for m in value]
+        if len(set(nodes)) != len(nodes):
+            raise ValueError(f"members: a node id is listed twice: {value}")
+        return value
+
+    def addresses(self) -> dict[int, tuple[str, int]]:
+        """Node id -> (host, port)."""
+        out: dict[int, tuple[str, int]] = {}
+        for text in self.members:
+            node, host, port = parse_member(text)
+            out[node] = (host, port)
+        return out
+
+
+class FederationSection(_Section):
+    """Several clusters (``amcast.daemon.federation``); off while ``cluster`` is empty."""
+
+    cluster: str = Field("", description="this daemon's cluster ('' = no federation)")
+    clusters: dict[str, FederationCluster] = Field(
+        default_factory=dict, description="every cluster of the federation, this one "
+        "included: name -> its members")
+    retransmit_s: float = Field(0.5, gt=0, le=60,
+                                description="seconds between resends of unanswered "
+                                "cross-cluster datagrams")
+    stall_after_s: float = Field(5.0, gt=0,
+                                 description="a cross-cluster message older than this is "
+                                 "reported stalled")
+    tick_s: float = Field(0.05, gt=0, le=5,
+                          description="seconds between the federation's timer ticks")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cluster)
+
+    @model_validator(mode="after")
+    def _names(self) -> FederationSection:
+        for name in self.clusters:
+            if not CLUSTER_NAME.match(name):
+                raise ValueError(f"clusters.{name}: a cluster name is 1-64 of a-z 0-9 _ - "
+                                 "(a letter or digit first)")
+        if self.cluster and self.cluster not in self.clusters:
+            raise ValueError(f"cluster {self.cluster!r} is not one of clusters "
+                             f"({', '.join(sorted(self.clusters)) or 'none'})")
+        if not self.cluster and self.clusters:
+            raise ValueError("clusters are listed but cluster (this daemon's) is not set")
+        seen: dict[tuple[str, int], str] = {}
+        for name, c in self.clusters.items():
+            for node, address in c.addresses().items():
+                where = f"clusters.{name}.members[{node}]"
+                if address in seen:
+                    raise ValueError(f"{where}: address {address[0]}:{address[1]} is also "
+                                     f"{seen[address]}")
+                seen[address] = where
+        return self
+
+
 class DaemonConfig(_Section):
     node: NodeSection = NodeSection()
     network: NetworkSection = NetworkSection()
@@ -405,7 +487,19 @@ class DaemonConfig(_Section):
     health: HealthSection = HealthSection()
     security: SecuritySection = SecuritySection()
     access: AccessSection = AccessSection()
+    federation: FederationSection = FederationSection()
     protocol: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _federation(self) -> DaemonConfig:
+        fed = self.federation
+        if not fed.enabled:
+            return self
+        own = set(fed.clusters[fed.cluster].addresses())
+        if own != set(self.node.members):
+            raise ValueError(f"federation.clusters.{fed.cluster}.members must list exactly "
+                             f"node.members {self.node.members} (it lists {sorted(own)})")
+        return self
 
     @model_validator(mode="after")
     def _unicast_peers(self) -> DaemonConfig:

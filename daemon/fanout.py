@@ -38,6 +38,8 @@ from ..protocols.events import (
 )
 from ..protocols.node import Node
 from .api import ApiServer
+from .federation import Federation
+from .fedframing import decode_record
 from .groups import Groups
 from .logs import DeliveryLog
 from .metrics import Counters, Metrics
@@ -61,6 +63,7 @@ class Host(Protocol):
     ledger: Ledger
     api: ApiServer
     groups: Groups
+    federation: Federation | None
     metrics: Metrics
     notifier: Notifier
     dlog: DeliveryLog | None
@@ -118,6 +121,16 @@ def deliver_batch(d: Host, ev: BatchDelivered) -> None:
     for p in ev.payloads:
         env = decode(p)
         if env is None:
+            fed = d.federation
+            records = decode_record(p) if fed is not None and position is not None else None
+            if records is not None:
+                assert fed is not None
+                if envs:  # the vertex's earlier messages go out before the records'
+                    c.deliveries_to_clients += d.api.deliver(header, envs)
+                    envs = []
+                for record in records:
+                    fed.on_record(record)
+                continue
             control = sp.decode_control(p) if position is not None else None
             if control is None:
                 c.drops["bad_control" if sp.is_control(p) else "bad_envelope"] += 1

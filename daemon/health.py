@@ -20,6 +20,7 @@ from ..protocols.node import Node
 from ..protocols.node_config import NodeConfig
 from .api import ApiServer
 from .config import DaemonConfig, Limits
+from .federation import Federation
 from .groups import Groups
 from .metrics import Counters, engine_kinds, engine_stats
 from .observe import LogHost, log_files, log_write_failures
@@ -62,6 +63,7 @@ class Host(LogHost, Protocol):
     api: ApiServer
     groups: Groups
     transport: AnyTransport | None
+    federation: Federation | None
 
     @property
     def phi(self) -> float | None: ...
@@ -73,10 +75,14 @@ def welcome(d: Host) -> dict[str, Any]:
     """The ``welcome`` frame a client gets on connecting: where the group stands and
     the limits its frames must keep."""
     lim = d.limits
-    return {"node": d.node_id, "view": d.view_id, "members": d.members,
-            "primary": d.primary, "gap": d.last_gap,
-            "max_frame_bytes": lim.max_frame_bytes,
-            "max_message_bytes": lim.max_message_bytes}
+    frame = {"node": d.node_id, "view": d.view_id, "members": d.members,
+             "primary": d.primary, "gap": d.last_gap,
+             "max_frame_bytes": lim.max_frame_bytes,
+             "max_message_bytes": lim.max_message_bytes}
+    if d.federation is not None:  # what ``send(..., clusters=...)`` may name
+        frame["cluster"] = d.federation.cluster
+        frame["clusters"] = list(d.federation.clusters)
+    return frame
 
 
 def health(d: Host) -> dict[str, Any]:
@@ -153,6 +159,8 @@ def health(d: Host) -> dict[str, Any]:
                         "sending nothing until it can")
     if d.stopping:
         problems.append("shutting down")
+    if d.federation is not None:
+        warnings += d.federation.warnings()
     return {"ok": not problems, "problems": problems, "warnings": warnings}
 
 
@@ -238,6 +246,7 @@ def status(d: Host) -> dict[str, Any]:
     t = d.transport
     return {
         "node": d.node_id, **membership_status(d),
+        "federation": None if d.federation is None else d.federation.status(),
         "transport": d.config.network.transport,
         "variant": d.variant, "core": d.core, "phi": d.phi, "now": d.now(),
         "uptime_s": d.now() - d.started, "position": d.position,

@@ -236,6 +236,23 @@ class DeliveryLog:
             f'"nvt":{nvt},"send_ts":{send_ts!r},"ts":{ts!r},"envelopes":{envelopes}}}\n'
         )
 
+    def global_delivery(self, *, view: int, cluster: str, index: int, origin: str,
+                        sender: int, msg: str, gts: int, group: str, clusters: list[str],
+                        nbytes: int, send_ts: float, ts: float) -> None:
+        """One ``global`` record: a cross-cluster message delivered here
+        (``amcast.daemon.federation``), in delivery order (``index``: global deliveries
+        before it in this life); ``cluster`` is this daemon's, ``origin`` and ``sender``
+        its sender's, ``clusters`` where it went."""
+        target = self._deliveries or self._views
+        self._note(view, ts)
+        target.write(json.dumps({
+            "schema": SCHEMA, "type": "global", "node": self.node,
+            "incarnation": self.incarnation, "view": view, "cluster": cluster,
+            "index": index, "origin": origin, "sender": sender, "msg": msg, "gts": gts,
+            "group": group,
+            "clusters": clusters, "bytes": nbytes, "send_ts": send_ts, "ts": ts,
+        }, separators=(",", ":")) + "\n")
+
     def _record(self, kind: str, ts: float, **fields: Any) -> None:
         """A membership record, flushed at once (they are rare): a daemon killed later
         keeps its view history, and the deliveries logged before it."""

@@ -57,6 +57,8 @@ NTAIL_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 FLUSH_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )
+FEDERATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                      10.0, 30.0)
 EXCLUSION_CAUSES = ("excluded", "left")
 """``ViewInstalled.excluded`` (crashed, paused, cut off, restarted) and ``.left`` (graceful)."""
 QUORUM_LOST_REASONS = ("no_quorum", "excluded", "paused", "left")
@@ -208,6 +210,8 @@ class MetricsSnapshot:
     quorum_lost: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     in_doubt: Mapping[str, int] = dataclasses.field(default_factory=_empty)
     requests_denied: Mapping[str, int] = dataclasses.field(default_factory=_empty)
+    federation: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    """``Federation.metrics_sample()`` (empty: no ``[federation]``)."""
 
     @classmethod
     def build(
@@ -216,6 +220,7 @@ class MetricsSnapshot:
         members: int, healthy: bool, transport: Mapping[str, int], engine: Any,
         primary: bool = False, quorum: Mapping[str, int] | None = None,
         peers: Mapping[int, Mapping[str, Any]] | None = None, started: float | None = None,
+        federation: Mapping[str, Any] | None = None,
     ) -> MetricsSnapshot:
         """Copy the live state (call on the event loop). ``peers`` is ``Node.peers()``
         (``last_heard`` in the clock of ``taken_at``), ``started`` when the daemon
@@ -248,6 +253,7 @@ class MetricsSnapshot:
             in_doubt=_frozen({**dict.fromkeys(IN_DOUBT_OUTCOMES, 0), **counters.in_doubt}),
             requests_denied=_frozen({**dict.fromkeys(DENIED_REQUESTS, 0),
                                      **counters.requests_denied}),
+            federation=MappingProxyType(dict(federation or {})),
         )
 
 
@@ -533,6 +539,44 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
         for key, n in sorted(values.items(), key=lambda kv: str(kv[0])):
             fam.add_metric([str(key)], n)
         yield fam
+    yield from _federation_families(s.federation or NO_FEDERATION)
+
+
+NO_FEDERATION: Mapping[str, Any] = MappingProxyType({
+    "in_flight": 0, "sent": 0, "delivered": 0, "stalled": 0, "remote_drops": {},
+    "reachable": {}})
+"""What a daemon without ``[federation]`` exports: zeros (alert rules find the series)."""
+
+
+def _federation_families(f: Mapping[str, Any]) -> Iterator[Metric]:
+    """The ``[federation]`` metrics (``amcast.daemon.federation``)."""
+    yield GaugeMetricFamily("amcast_federation_in_flight",
+                            "cross-cluster messages this daemon's member has not delivered "
+                            "yet (sent or learned, waiting for other clusters' answers)",
+                            value=f["in_flight"])
+    for name, doc, key in (
+        ("amcast_federation_messages_sent", "cross-cluster messages sent by this daemon's "
+         "clients", "sent"),
+        ("amcast_federation_messages_delivered", "cross-cluster messages delivered here",
+         "delivered"),
+        ("amcast_federation_stalled", "stall reports: a cross-cluster message older than "
+         "federation.stall_after_s still waits for another cluster", "stalled"),
+    ):
+        yield CounterMetricFamily(name, doc, value=f[key])
+    fam = CounterMetricFamily("amcast_federation_remote_drops",
+                              "cross-cluster datagrams refused, by reason (auth_failed, "
+                              "stale, replayed, malformed, wrong_cluster, unknown_sender, "
+                              "and the protocol's own)", labels=["reason"])
+    for reason, n in sorted(f["remote_drops"].items()):
+        fam.add_metric([reason], n)
+    yield fam
+    gauge = GaugeMetricFamily("amcast_federation_cluster_reachable",
+                              "1 while a datagram of that cluster arrived within the last "
+                              "3 s (every daemon pings the other clusters every second); "
+                              "this daemon's own cluster is 1", labels=["cluster"])
+    for cluster, up in sorted(f["reachable"].items()):
+        gauge.add_metric([cluster], 1 if up else 0)
+    yield gauge
 
 
 class Metrics:
@@ -549,6 +593,11 @@ class Metrics:
         self.ntail = Histogram(
             "amcast_delivery_ntail", "Ntail(G) at delivery, per delivered vertex",
             labelnames=["variant"], buckets=NTAIL_BUCKETS, registry=self.registry,
+        )
+        self.federation_latency = Histogram(
+            "amcast_federation_latency_seconds",
+            "cross-cluster messages: send (sender's wall clock) to delivery here",
+            buckets=FEDERATION_BUCKETS, registry=self.registry,
         )
         self.flush_duration = Histogram(
             "amcast_flush_duration_seconds",

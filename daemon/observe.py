@@ -22,6 +22,7 @@ from ..protocols.node import Node
 from ..protocols.node_config import NodeConfig
 from .api import ApiServer
 from .config import DaemonConfig
+from .federation import Federation
 from .logs import DeliveryLog, StderrLogger
 from .metrics import Counters, MetricsSnapshot
 from .submitq import SubmitQueue
@@ -56,6 +57,7 @@ class Host(LogHost, Protocol):
     queue: SubmitQueue
     api: ApiServer
     transport: AnyTransport | None
+    federation: Federation | None
     metrics_snapshot: MetricsSnapshot | None
     log_errors: list[str]
 
@@ -111,6 +113,7 @@ def take_metrics_snapshot(d: Host) -> MetricsSnapshot:
         primary=d.primary, started=d.started,
         peers=d.node.peers() if d.node is not None else None,
         quorum=d.node.quorum if d.node is not None else None,
+        federation=d.federation.metrics_sample() if d.federation is not None else None,
     )
     d.metrics_snapshot = snap
     return snap

@@ -21,6 +21,7 @@ from ..protocols.node_config import NodeConfig
 from .access import AccessPolicy
 from .api import ApiServer
 from .config import DaemonConfig
+from .federation import Federation
 from .keyfile import load_keyring
 from .redundant import RedundantTransport
 from .transports import AnyTransport
@@ -38,8 +39,11 @@ class Host(Protocol):
     node: Node | None
     api: ApiServer
     transport: AnyTransport | None
+    federation: Federation | None
 
     def now(self) -> float: ...
+
+    def wall_time(self) -> float: ...
 
     def request_pump(self) -> None: ...
 
@@ -60,6 +64,8 @@ def reload_keys(d: Host, new: DaemonConfig) -> None:
                   error=str(exc))
         return
     d.node_config = dataclasses.replace(d.node_config, keyring=keys, group_key=None)
+    if d.federation is not None:  # the cross-cluster link seals under the same ring
+        d.federation.link.auth.set_keys(keys, int(d.wall_time() * 1000))
     log.info("key ring reloaded", node=d.node_id, key_ids=list(keys.ids),
              sending_with=node.key_status().get("sends_with"))
 

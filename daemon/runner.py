@@ -66,13 +66,16 @@ from ..protocols.events import (
     BatchDelivered,
     DatagramDropped,
     MessagesInDoubt,
+    OrderGap,
     ServiceLevel,
+    ViewInstalled,
 )
 from ..protocols.node import Node
 from . import fanout, health, native, observe, reload, shutdown
 from .access import AccessPolicy
 from .api import ApiServer, ClientConnection, ensure_fd_limit
 from .config import DaemonConfig
+from .federation import Federation
 from .groups import Groups
 from .logs import DeliveryLog
 from .metrics import Counters, Metrics, MetricsSnapshot
@@ -191,6 +194,9 @@ class Daemon:
         self.groups = Groups(self.node_id, self.api.members_of, self, agreed=False)
         """Group membership (``amcast.daemon.groups``); agreed once the engine has views."""
         self.transport: AnyTransport | None = None
+        self.federation: Federation | None = None
+        """``[federation]``: this daemon's member of the federation
+        (``amcast.daemon.federation``), else ``None``."""
         self.metrics = Metrics(self._scrape_snapshot)
         self.ntail_histogram = self.metrics.ntail.labels(self.variant)
         """The variant's child of the Ntail histogram, looked up once: ``labels`` costs
@@ -215,6 +221,10 @@ class Daemon:
 
     def now(self) -> float:
         return time.monotonic() + self._clock_offset
+
+    def wall_time(self) -> float:
+        """This host's wall clock (Unix seconds)."""
+        return self._wall_clock()
 
     @property
     def phi(self) -> float | None:
@@ -252,6 +262,11 @@ class Daemon:
             self.transport = open_transport(cfg.network, self.node_id,
                                             functools.partial(observe.log_unresolved, self))
             self.transport.on_send_error = functools.partial(observe.log_send_error, self)
+            if cfg.federation.enabled:
+                self.federation = Federation(
+                    cfg.federation, self.node_id,
+                    None if self.node_config.insecure else self.node_config.keyring, self,
+                    wall_clock=self._wall_clock)
             ensure_fd_limit(cfg.api.max_clients + cfg.api.max_pending_hellos)
             await self.api.start()
             self._take_metrics_snapshot()
@@ -266,6 +281,9 @@ class Daemon:
         if not self.embedded:  # an application's own objects are not the daemon's to pin
             gc.freeze()
         self.transport.start(loop, self._on_datagrams)
+        if self.federation is not None:
+            self.federation.start(loop)
+            self._every(cfg.federation.tick_s, self.federation.tick)
         if not self.embedded:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.request_stop, sig.name)
@@ -314,6 +332,8 @@ class Daemon:
             self._loop.remove_signal_handler(signal.SIGHUP)
         if self.transport is not None:
             self.transport.close()
+        if self.federation is not None:
+            self.federation.close()
         self.api.close_listener()
         self.metrics.close()
         if self.dlog is not None:
@@ -393,11 +413,16 @@ class Daemon:
 
     def send(
         self, conn: ClientConnection, groups: list[str], service: str, payloads: list[bytes],
-        ref: Any = None,
+        ref: Any = None, clusters: list[str] | None = None,
     ) -> str | None:
-        """Accept a send frame whole (``None``) or refuse it whole (an error code)."""
+        """Accept a send frame whole (``None``) or refuse it whole (an error code);
+        ``clusters`` other than this daemon's: a cross-cluster send
+        (``amcast.daemon.federation``)."""
         if self.stopping:
             return "shutting_down"
+        fed = self.federation
+        if clusters is not None and (fed is None or not fed.is_local(clusters)):
+            return self._send_global(conn, groups, payloads, clusters)
         level = LEVELS[service]
         cid = conn.id
         total = sum(map(len, payloads))
@@ -427,6 +452,34 @@ class Daemon:
                 self.api.pause_sends()
         self.request_pump()
         return None
+
+    def _send_global(self, conn: ClientConnection, groups: list[str],
+                     payloads: list[bytes], clusters: list[str]) -> str | None:
+        fed = self.federation
+        if fed is None:
+            return "unknown_cluster"
+        refused = fed.refusal(groups[0], payloads, clusters)
+        if refused is not None:
+            return refused
+        queue = self.queue
+        if queue and not queue.fits(sum(map(len, payloads)) + 256 * len(payloads)):
+            return "overloaded"
+        self.counters.messages_accepted += len(payloads)
+        refused = fed.multicast(conn.id, groups[0], payloads, clusters)
+        self.request_pump()
+        return refused
+
+    def submit_federation(self, envelope: bytes) -> None:
+        """A federation record to multicast ``safe`` in this cluster's order, behind the
+        clients' envelopes (never refused: the federation bounds what it has in flight)."""
+        item: Item = (envelope, ServiceLevel.SAFE, 0, 0, None, -1)
+        if self.queue:
+            self.queue.push(item)
+        elif not self._submit(item):
+            self.queue.push(item)
+            self.counters.backpressure_events += 1
+            self.api.pause_sends()
+        self.request_pump()
 
     def _submit(self, item: Item) -> bool:
         """Hand one envelope to the engine; ``False`` when its window is full."""
@@ -649,6 +702,11 @@ class Daemon:
     def _other_event(self, ev: Any) -> None:
         """Any event but deliveries, drops and backpressure (``membership_event``)."""
         fanout.membership_event(self, ev)
+        if self.federation is not None:
+            if type(ev) is ViewInstalled:
+                self.federation.on_view(ev.members, ev.joined)
+            elif type(ev) is OrderGap:
+                self.federation.on_gap()
 
     def report_in_doubt(self, ev: MessagesInDoubt) -> None:
         """Own messages the engine gave up on, to their clients (``report_in_doubt``)."""

@@ -320,8 +320,15 @@ class Client(SessionState):
         if self._session.alarm:
             self._session.check()
 
-    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> int:
+    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed",
+             clusters: str | Sequence[str] | None = None) -> int:
         """Queue one message; returns its number (0, 1, ... on this connection).
+
+        ``clusters``: the clusters of a federation it goes to (names, or ``"a,b"``); the
+        message is delivered in one order common to all of them, to the members of
+        ``groups`` (one group) in each. ``None``, or this daemon's cluster alone: this
+        cluster's order, as without it. A name the daemon's federation does not have
+        raises ``ClientError`` ``unknown_cluster`` at once.
 
         Raises at once (nothing queued): ``TypeError`` for a payload that is not bytes,
         ``ClientError`` for bad groups/service or a payload over ``max_message_bytes``,
@@ -331,7 +338,8 @@ class Client(SessionState):
         s = self._session
         last = s._last
         if (last is not None and groups is last.key_groups and service == last.service
-                and type(payload) is bytes and not s.alarm):
+                and type(payload) is bytes and not s.alarm and clusters is None
+                and last.clusters is None):
             # the hot path, Session.add inlined: the same groups and service as the
             # previous message, and room in its frame and in the unconfirmed bytes
             size = len(payload)
@@ -346,7 +354,7 @@ class Client(SessionState):
                 if pending >= self.max_batch_bytes:
                     self._flush()  # else: already scheduled with the frame's first message
                 return seq
-        seq = s.add(payload, groups, service)
+        seq = s.add(payload, groups, service, clusters)
         if s.pending_bytes >= self.max_batch_bytes:
             self._flush()
         elif not self._flush_scheduled:
@@ -355,14 +363,15 @@ class Client(SessionState):
         return seq
 
     async def send_wait(self, payload: bytes, groups: str | Sequence[str],
-                        service: str = "agreed", *, timeout: float | None = None) -> int:
+                        service: str = "agreed", *, timeout: float | None = None,
+                        clusters: str | Sequence[str] | None = None) -> int:
         """``send``, waiting (up to ``timeout``) for room instead of raising ``WouldBlock``."""
         deadline = self._deadline(timeout)
         s = self._session
         size = len(payload)
         while True:
             try:
-                return self.send(payload, groups, service)
+                return self.send(payload, groups, service, clusters)
             except WouldBlock:
                 self._flush()
                 await self._wait(lambda: s.has_room(size), deadline, "room to send")

@@ -217,9 +217,11 @@ class BlockingClient(SessionState):
             self._sock.close()
 
     # ---- sending -----------------------------------------------------------------------
-    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed") -> int:
+    def send(self, payload: bytes, groups: str | Sequence[str], service: str = "agreed",
+             clusters: str | Sequence[str] | None = None) -> int:
         """Queue one message and return its number; blocks (up to ``timeout``) while
-        ``max_unconfirmed_bytes`` are unconfirmed. Raises like ``Client.send``."""
+        ``max_unconfirmed_bytes`` are unconfirmed. Raises like ``Client.send``;
+        ``clusters`` as there."""
         s = self._session
         if s.alarm:
             s.check()
@@ -231,7 +233,7 @@ class BlockingClient(SessionState):
                      self._deadline(None), lambda: self._stalled("send"))
             if s.alarm:
                 s.check()
-        seq = s.add(payload, groups, service)
+        seq = s.add(payload, groups, service, clusters)
         if s.pending_bytes >= self.max_batch_bytes:
             self._flush()
         return seq
@@ -270,14 +272,15 @@ class BlockingClient(SessionState):
         return target
 
     def send_wait(self, payload: bytes, groups: str | Sequence[str],
-                  service: str = "agreed", *, timeout: float | None = None) -> int:
+                  service: str = "agreed", *, timeout: float | None = None,
+                  clusters: str | Sequence[str] | None = None) -> int:
         """``send``, waiting up to ``timeout`` (the client's unless given) for room: the
         blocking ``send`` already waits; this names the wait as ``Client.send_wait`` does."""
         if timeout is None:
-            return self.send(payload, groups, service)
+            return self.send(payload, groups, service, clusters)
         saved, self.timeout = self.timeout, timeout
         try:
-            return self.send(payload, groups, service)
+            return self.send(payload, groups, service, clusters)
         finally:
             self.timeout = saved
 

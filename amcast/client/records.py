@@ -34,7 +34,15 @@ class Delivery:
     """The view in which it was delivered."""
     message_id: str
     """``"{view}:{sender}:{seq}:{index}"``, the same on every node (and in the delivery
-    log)."""
+    log); a cross-cluster message's is the federation's id, the same in every cluster."""
+    clusters: tuple[str, ...] = ()
+    """A cross-cluster message (``send(..., clusters=...)``): the clusters it went to;
+    ``()`` for a message of this cluster alone."""
+    cluster: str = ""
+    """A cross-cluster message: the cluster of its sender (``sender`` is a node id there)."""
+    gts: int | None = None
+    """A cross-cluster message: its global timestamp, the key of the order common to every
+    cluster it went to (``position`` is None)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +66,14 @@ class DeliveredBatch:
     batches: list[list[Any]]
     """``[client, groups, index, [payload, ...]]`` per sending client's frame (or part
     of it): message ``i`` is at position ``position + index + i``."""
+    clusters: tuple[str, ...] = ()
+    """A cross-cluster message: the clusters it went to (``Delivery.clusters``)."""
+    cluster: str = ""
+    """A cross-cluster message: its sender's cluster."""
+    gts: int | None = None
+    """A cross-cluster message: its global timestamp."""
+    msg_id: str = ""
+    """A cross-cluster message: the federation's message id."""
 
     @property
     def count(self) -> int:
@@ -70,6 +86,11 @@ class DeliveredBatch:
             g = tuple(groups)
             for i, payload in enumerate(payloads):
                 k = index + i
+                if self.clusters:
+                    yield Delivery(None, self.sender, client, g, self.service, payload,
+                                   self.view, self.msg_id, self.clusters, self.cluster,
+                                   self.gts)
+                    continue
                 yield Delivery(
                     None if pos is None else pos + k, self.sender, client, g, self.service,
                     payload, self.view, f"{self.view}:{self.sender}:{self.seq}:{k}",
@@ -192,9 +213,18 @@ Event = DeliveredBatch | ViewChange | OrderGap | Undelivered | MembersChange
 
 def batch_from_frame(frame: dict[str, Any]) -> DeliveredBatch:
     """A ``deliver`` frame as a record."""
+    clusters = frame.get("clusters")
+    if not clusters:
+        return DeliveredBatch(
+            frame["sender"], frame["seq"], frame["service"], frame["position"], frame["view"],
+            frame["send_ts"], frame["batches"],
+        )
+    gts = frame.get("gts")
     return DeliveredBatch(
         frame["sender"], frame["seq"], frame["service"], frame["position"], frame["view"],
-        frame["send_ts"], frame["batches"],
+        frame["send_ts"], frame["batches"], tuple(map(str, clusters)),
+        str(frame.get("cluster", "")), gts if type(gts) is int else None,
+        str(frame.get("msg_id", "")),
     )
 
 

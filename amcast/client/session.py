@@ -143,12 +143,14 @@ class _Frame:
     """Messages that share one ``send`` frame (``room``: the largest payload that still
     fits; ``nbytes``: payload bytes, set when the frame is written)."""
 
-    __slots__ = ("encoded_size", "first", "groups", "key_groups", "nbytes", "payloads", "room",
-                 "service")
+    __slots__ = ("clusters", "encoded_size", "first", "groups", "key_groups", "nbytes",
+                 "payloads", "room", "service")
 
     def __init__(self, first: int, groups: tuple[str, ...], key_groups: object, service: str,
-                 room: int) -> None:
+                 room: int, clusters: tuple[str, ...] | None = None) -> None:
         self.first = first
+        self.clusters = clusters
+        """Other clusters' names (``send(..., clusters=...)``); ``None``: this cluster."""
         self.groups = groups
         self.key_groups = key_groups  # the caller's object, for an identity fast path
         self.service = service
@@ -178,6 +180,32 @@ def normalize_groups(groups: str | Sequence[str]) -> tuple[str, ...]:
     if not g or not all(isinstance(x, str) and x for x in g):
         raise ClientError("bad_field", "groups: one non-empty string or a non-empty list of them")
     return g
+
+
+def normalize_clusters(clusters: str | Sequence[str] | None, welcome: dict[str, Any] | None
+                       ) -> tuple[str, ...] | None:
+    """``send``'s ``clusters`` checked against the daemon's federation (``welcome``'s
+    ``cluster`` and ``clusters``): ``None`` when the message stays in this cluster (no
+    ``clusters``, or this cluster alone), else the sorted names. ``ClientError``
+    ``unknown_cluster`` for a name the federation does not have, ``bad_field`` for a
+    malformed argument."""
+    if clusters is None:
+        return None
+    c = tuple(x for x in clusters.split(",") if x) if isinstance(clusters, str) \
+        else tuple(clusters)
+    if not c or not all(isinstance(x, str) and x for x in c):
+        raise ClientError("bad_field",
+                          "clusters: a non-empty list of cluster names (or 'a,b')")
+    own = "" if welcome is None else str(welcome.get("cluster") or "")
+    known = () if welcome is None else welcome.get("clusters") or ()
+    unknown = sorted(set(c) - set(known) - {own} if own else set(c))
+    if unknown:
+        raise ClientError("unknown_cluster",
+                          f"clusters: {', '.join(unknown)} not in this daemon's federation "
+                          f"({', '.join(known) or 'none: it runs no [federation]'})")
+    if set(c) == {own}:
+        return None
+    return tuple(sorted(set(c)))
 
 
 _NO_KEY = object()
@@ -240,11 +268,16 @@ class Session:
         used = self.pending_bytes + self.inflight_bytes
         return used == 0 or used + size <= self.max_unconfirmed_bytes
 
-    def add(self, payload: bytes, groups: str | Sequence[str], service: str) -> int:
+    def add(self, payload: bytes, groups: str | Sequence[str], service: str,
+            clusters: str | Sequence[str] | None = None) -> int:
         """Queue one message; returns its number. Raises at once, queuing nothing: what
-        ``check`` raises, ``WouldBlock`` without room, errors for bad arguments."""
+        ``check`` raises, ``WouldBlock`` without room, errors for bad arguments (an
+        unknown cluster: ``unknown_cluster``)."""
         if self.alarm:
             self.check()
+        if clusters is not None:
+            return self._add_global(payload, groups, service,
+                                    normalize_clusters(clusters, self.welcome))
         if type(payload) is not bytes:
             payload = as_payload(payload)
         size = len(payload)
@@ -254,7 +287,8 @@ class Session:
             raise WouldBlock(used, self.max_unconfirmed_bytes)
         last = self._last
         if (last is not None and groups is last.key_groups and service == last.service
-                and size <= last.room and size <= self.max_message_bytes):
+                and size <= last.room and size <= self.max_message_bytes
+                and last.clusters is None):
             last.payloads.append(payload)
             last.room -= size + PAYLOAD_OVERHEAD
         else:
@@ -264,7 +298,26 @@ class Session:
         self.next_seq = seq + 1
         return seq
 
-    def _open(self, payload: bytes, groups: str | Sequence[str], service: str) -> None:
+    def _add_global(self, payload: bytes, groups: str | Sequence[str], service: str,
+                    clusters: tuple[str, ...] | None) -> int:
+        if clusters is None:  # this cluster alone: exactly as without ``clusters``
+            return self.add(payload, groups, service)
+        if len(normalize_groups(groups)) != 1:
+            raise ClientError("bad_field", "a cross-cluster message goes to one group")
+        if type(payload) is not bytes:
+            payload = as_payload(payload)
+        size = len(payload)
+        used = self.pending_bytes + self.inflight_bytes
+        if used + size > self.max_unconfirmed_bytes and used:
+            raise WouldBlock(used, self.max_unconfirmed_bytes)
+        self._open(payload, groups, service, clusters)
+        self.pending_bytes += size
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        return seq
+
+    def _open(self, payload: bytes, groups: str | Sequence[str], service: str,
+              clusters: tuple[str, ...] | None = None) -> None:
         size = len(payload)
         if size > self.max_message_bytes:
             raise ClientError("message_too_large",
@@ -277,7 +330,7 @@ class Session:
         g = normalize_groups(groups)
         last = self._last
         if last is not None and g == last.groups and service == last.service \
-                and size <= last.room:
+                and size <= last.room and clusters == last.clusters:
             frame = last
             frame.key_groups = _key(groups)
         else:
@@ -286,7 +339,7 @@ class Session:
             if size > room:
                 raise ClientError("message_too_large", f"{size}-byte payload and the group "
                                   f"names exceed max_frame_bytes {self.max_frame_bytes}")
-            frame = _Frame(self.next_seq, g, _key(groups), service, room)
+            frame = _Frame(self.next_seq, g, _key(groups), service, room, clusters)
             self._pending.append(frame)
             self._last = frame
         frame.payloads.append(payload)
@@ -302,8 +355,11 @@ class Session:
         starts = self._starts
         single = self.pending_bytes if len(pending) == 1 else 0
         for f in pending:
-            data = encode_frame({"t": "send", "id": f.first, "groups": f.groups,
-                                 "service": f.service, "payloads": f.payloads})
+            fields = {"t": "send", "id": f.first, "groups": f.groups,
+                      "service": f.service, "payloads": f.payloads}
+            if f.clusters is not None:
+                fields["clusters"] = f.clusters
+            data = encode_frame(fields)
             f.encoded_size = len(data)
             f.nbytes = single or sum(map(len, f.payloads))
             out.append((data, f))
@@ -408,7 +464,8 @@ class Session:
     def _discard_own(self, batch: DeliveredBatch) -> DeliveredBatch | None:
         """``batch`` without this connection's own messages (None when nothing is left)."""
         assert self.welcome is not None
-        if batch.sender != self.welcome.get("node"):
+        if batch.sender != self.welcome.get("node") or (
+                batch.cluster and batch.cluster != self.welcome.get("cluster")):
             return batch
         me = self.welcome.get("client")
         kept = [b for b in batch.batches if b[0] != me]
@@ -527,6 +584,17 @@ class SessionState:
     @property
     def client_id(self) -> int:
         return int(self.welcome["client"])
+
+    @property
+    def cluster(self) -> str:
+        """The daemon's cluster in a federation (``""``: it runs none)."""
+        return str(self.welcome.get("cluster") or "")
+
+    @property
+    def clusters(self) -> tuple[str, ...]:
+        """Every cluster of the daemon's federation (``()``: it runs none): what
+        ``send(..., clusters=...)`` may name."""
+        return tuple(map(str, self.welcome.get("clusters") or ()))
 
     @property
     def view(self) -> ViewChange | None:

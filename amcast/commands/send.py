@@ -29,7 +29,8 @@ from ..protocols.errors import ClientError
 from ._common import CommandFailed, add_socket_argument
 
 READ_BYTES = 1 << 16
-LOCAL_REFUSALS = ("message_too_large", "bad_field", "bad_service")  # send() raises at once
+# send() raises these at once
+LOCAL_REFUSALS = ("message_too_large", "bad_field", "bad_service", "unknown_cluster")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--group", "-g", action="append", required=True,
                    help="destination group (repeat for several)")
     p.add_argument("--service", choices=SERVICES, default="agreed")
+    p.add_argument("--to", metavar="CLUSTERS", default=None,
+                   help="clusters of the federation the messages go to, comma-separated "
+                        "(e.g. a,b; one group then): one order common to all of them")
     p.add_argument("--wait", action="store_true",
                    help="join the groups and wait until our messages are delivered back; "
                         "print their total-order positions")
@@ -59,6 +63,7 @@ class Sender:
         self.client = client
         self.groups = list(args.group)
         self.service = args.service
+        self.clusters = args.to
         self.wait = args.wait
         self.timeout = args.timeout
         self.me = (client.node, client.client_id)
@@ -70,7 +75,7 @@ class Sender:
     def send(self, lines: list[bytes]) -> None:
         for line in lines:
             try:
-                self.client.send(line, self.groups, self.service)
+                self.client.send(line, self.groups, self.service, self.clusters)
             except ClientError as exc:
                 if exc.code in LOCAL_REFUSALS and not isinstance(exc, MessagesRefused):
                     raise Refused(f"line {self.sent + 1} not sent: {exc}; lines after "
@@ -83,8 +88,9 @@ class Sender:
         if not isinstance(item, DeliveredBatch):
             return
         for d in item:
-            if (d.sender, d.client) == self.me:
-                pos = "-" if d.position is None else d.position
+            if (d.sender, d.client) == self.me and d.cluster in ("", self.client.cluster):
+                pos = ("-" if d.position is None else d.position) if d.gts is None \
+                    else f"g{d.gts}"
                 print(f"{pos}\t{d.message_id}\t{d.service}\t"
                       f"{d.payload.decode(errors='replace')}", flush=True)
                 self.delivered += 1

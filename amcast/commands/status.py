@@ -225,6 +225,35 @@ def rates(a: dict, b: dict) -> dict[str, float]:
     return {f"{k}_per_s": (b["counters"][k] - a["counters"][k]) / dt for k in keys}
 
 
+def federation_tables(st: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """A federation's header line, its clusters table and the cross-cluster messages in
+    flight (none when the daemon runs no ``[federation]``)."""
+    fed = st.get("federation")
+    if not isinstance(fed, dict):
+        return [], []
+    line = (f"federation: cluster {fed.get('cluster')} (cross-cluster address "
+            f"{fed.get('address')}), {fed.get('in_flight')} message(s) in flight, "
+            f"{fed.get('sent')} sent, {fed.get('delivered')} delivered, "
+            f"{fed.get('stalled')} stall report(s)")
+    drops = fed.get("remote_drops") or {}
+    if drops:
+        line += "; remote datagrams refused: " + ", ".join(f"{k} {v}"
+                                                           for k, v in drops.items())
+    clusters = {"title": "clusters", "columns": ["cluster", "members", "reachable",
+                                                 "last heard (s ago)"],
+                "rows": [[name, c.get("members"),
+                          "this one" if name == fed.get("cluster") else
+                          ("yes" if c.get("reachable") else "NO"),
+                          "-" if c.get("last_heard_s") is None else c["last_heard_s"]]
+                         for name, c in (fed.get("clusters") or {}).items()]}
+    messages = fed.get("messages") or []
+    columns = sorted({k for m in messages for k in m})
+    flights = {"title": "cross-cluster messages in flight", "columns": columns,
+               "rows": [[json.dumps(m.get(k)) if isinstance(m.get(k), list | dict)
+                         else m.get(k) for k in columns] for m in messages]}
+    return [line], [clusters, *([flights] if messages else [])]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.health:
         return health(args.socket, args.timeout)
@@ -241,10 +270,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     c = last["counters"]
     header, peers = membership_report(last)
+    fed_lines, fed_tables = federation_tables(last)
     print_report({
         "title": "\n".join([f"amcastd node {last['node']} ({last['variant']}{core_text(last)}), "
-                             f"up {last['uptime_s']:.0f} s", *header]),
-        "tables": [*([peers] if peers["rows"] else []), {
+                             f"up {last['uptime_s']:.0f} s", *header, *fed_lines]),
+        "tables": [*([peers] if peers["rows"] else []), *fed_tables, {
             "title": "clients",
             "columns": ["client", "name", "user (uid)", "group (gid)", "pid", "groups",
                         "queued bytes", "paused"],

@@ -7,7 +7,7 @@ import importlib
 from types import ModuleType
 
 TARGETS = ("datagram", "sealed", "native_sealed", "native_decode", "frames", "envelope", "config",
-           "federation")
+           "federation", "fedlink")
 
 
 def load(name: str) -> ModuleType:

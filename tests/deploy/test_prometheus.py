@@ -33,7 +33,7 @@ def test_scrape_config_and_rules_are_valid() -> None:
     for args in (("check", "config", "prometheus.yml"), ("check", "rules", "alerts.yml")):
         result = _promtool(*args)
         assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 13 rules found" in _promtool("check", "rules", "alerts.yml").stdout
+    assert "SUCCESS: 14 rules found" in _promtool("check", "rules", "alerts.yml").stdout
 
 
 def test_dashboard_queries_are_valid_promql(tmp_path: Path) -> None:
