@@ -219,7 +219,8 @@ def _latency(xs: Sequence[float], hop: float) -> Latency:
 def _row(system: str, k: int, share: int, sends: Sequence[Send], run: _Run, idle: _Run,
          cfg: StudyConfig) -> Row:
     n = cfg.nodes_per_cluster
-    local, global_ = [], []
+    local: list[float] = []
+    global_: list[float] = []
     violations = list(run.violations)
     for idx, s in enumerate(sends):
         addressees = [d * n + i for d in s.dst for i in range(n)]
