@@ -46,6 +46,11 @@ from .wire import DgAck, decode_datagram, is_record
 LOCAL_TAG = b"L"
 IDLE_TICK = 0.5
 MIN_TICK = 0.01
+DRAIN_S = 120.0
+"""After ``end``, a member that still has messages in flight keeps ticking (its
+retransmissions go on, no new load comes) for up to this long: links are fair-lossy,
+so an acknowledgement lost five times in a row at 30% loss is no violation, while a
+message still in flight after two more minutes of retransmissions is one (quiescence)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,8 @@ class FedScenario:
     retransmit_s: float = 0.2
     stall_after_s: float = 2.0
     end: float = 30.0
-    """Ticks stop here; the run then drains its events."""
+    """Ticks stop here (but for members with messages in flight: ``DRAIN_S``); the run
+    then drains its events."""
 
 
 @dataclass(slots=True)
@@ -309,7 +315,8 @@ class _Sim:
             return
         member = self.members[pid]
         self.emit(now, pid, member.tick(now))
-        if now < self.sc.end and pid in self.alive:
+        draining = now < self.sc.end + DRAIN_S and bool(member.in_flight())
+        if (now < self.sc.end or draining) and pid in self.alive:
             # wake when the member has work due, at least every IDLE_TICK (work that an
             # input creates in between waits for that: the daemon's timer is as coarse)
             due = member.next_deadline()
