@@ -7,7 +7,7 @@ stdlib ``tomllib``, applies ``AMCAST_<SECTION>__<KEY>=value`` environment overri
 work), and validates the result with ``DaemonConfig``. Unknown sections or keys and bad
 values are start-up errors (``ConfigurationError``) naming the offending key.
 ``AMCAST_CONFIG`` names the config file when ``--config`` is not given and is not an
-override.
+override; nor is ``AMCAST_CORE`` (the data path's core, docs/native.md).
 
 The ``[protocol]`` table is handed to the sans-IO engine's ``NodeConfig``
 (``amcast.protocols.node_config``) after validating its keys against that dataclass, so the
@@ -47,6 +47,9 @@ ENV_PREFIX = "AMCAST_"
 MAX_MESSAGE_BYTES = 1 << 30
 """Upper bound of ``api.max_message_bytes`` (1 GiB; frames carry a u32 length)."""
 ENV_CONFIG_PATH = "AMCAST_CONFIG"
+ENV_NOT_OVERRIDES = (ENV_CONFIG_PATH, "AMCAST_CORE")
+"""Variables of the ``AMCAST_`` prefix that are not overrides: the config file's path and
+the data path's core (``amcast.protocols.wire.native``, read by the protocol core)."""
 
 
 class _Section(BaseModel):
@@ -538,7 +541,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``AMCAST_SECTION__KEY=value`` pairs as a nested dict (see the module docstring)."""
     out: dict[str, dict[str, Any]] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG_PATH:
+        if not name.startswith(ENV_PREFIX) or name in ENV_NOT_OVERRIDES:
             continue
         rest = name[len(ENV_PREFIX) :]
         if "__" not in rest:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
+from amcast.daemon.config import env_overrides
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.wire import codec, native
 from amcast.protocols.wire.auth import Authenticator
@@ -122,3 +123,11 @@ def test_a_stale_extension_is_not_used_for_decoding(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv(native.CORE_ENV, "native")
         with pytest.raises(ImportError, match="older than amcast"):
             native.make_decoder(WireLimits())
+
+
+def test_the_daemon_takes_amcast_core_as_the_core_not_as_a_config_override() -> None:
+    # AMCAST_<SECTION>__<KEY> are overrides; AMCAST_CORE picks the core (an override
+    # would refuse it: no section) and the daemon's documented `AMCAST_CORE=pure amcastd`
+    assert native.CORE_ENV == "AMCAST_CORE"
+    assert env_overrides({native.CORE_ENV: "pure", "AMCAST_NETWORK__PORT": "42999"}) == {
+        "network": {"port": 42999}}
