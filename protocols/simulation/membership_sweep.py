@@ -173,7 +173,8 @@ def views_during(result: RunResult, fault: Fault) -> int:
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
               max_loss: float = 0.2, read_batching: float = 0.0,
               disk_faults: bool = False, deaf_faults: bool = False,
-              clock_faults: bool = False, impostor_faults: bool = False) -> dict:
+              clock_faults: bool = False, impostor_faults: bool = False,
+              cores: Sequence[str] | None = None) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -192,7 +193,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                  + (", a full disk at one node per seed" if disk_faults else "")
                  + (", a node that hears nothing but is heard per seed" if deaf_faults else "")
                  + (", a node whose clock is off for a while per seed" if clock_faults else "")
-                 + (", a second daemon with a member's id per seed" if impostor_faults else ""),
+                 + (", a second daemon with a member's id per seed" if impostor_faults else "")
+                 + (f", cores {'/'.join(cores)}" if cores is not None else ""),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -273,4 +275,5 @@ def run_membership_sweep(
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
                      read_batching=read_batching, disk_faults=disk_faults,
                      deaf_faults=deaf_faults, clock_faults=clock_faults,
-                     impostor_faults=impostor_faults)
+                     impostor_faults=impostor_faults,
+                     cores=tuple(cores) if cores is not None else None)
