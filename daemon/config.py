@@ -7,7 +7,8 @@ stdlib ``tomllib``, applies ``AMCAST_<SECTION>__<KEY>=value`` environment overri
 work), and validates the result with ``DaemonConfig``. Unknown sections or keys and bad
 values are start-up errors (``ConfigurationError``) naming the offending key.
 ``AMCAST_CONFIG`` names the config file when ``--config`` is not given and is not an
-override; nor is ``AMCAST_CORE`` (the data path's core, docs/native.md).
+override; nor are ``AMCAST_CORE`` and ``AMCAST_SEAL`` (the data path's core,
+docs/native.md).
 
 The ``[protocol]`` table is handed to the sans-IO engine's ``NodeConfig``
 (``amcast.protocols.node_config``) after validating its keys against that dataclass, so the
@@ -47,9 +48,10 @@ ENV_PREFIX = "AMCAST_"
 MAX_MESSAGE_BYTES = 1 << 30
 """Upper bound of ``api.max_message_bytes`` (1 GiB; frames carry a u32 length)."""
 ENV_CONFIG_PATH = "AMCAST_CONFIG"
-ENV_NOT_OVERRIDES = (ENV_CONFIG_PATH, "AMCAST_CORE")
+ENV_NOT_OVERRIDES = (ENV_CONFIG_PATH, "AMCAST_CORE", "AMCAST_SEAL")
 """Variables of the ``AMCAST_`` prefix that are not overrides: the config file's path and
-the data path's core (``amcast.protocols.wire.native``, read by the protocol core)."""
+the data path's core and sealing (``amcast.protocols.wire.native``, read by the protocol
+core)."""
 
 
 class _Section(BaseModel):

@@ -128,6 +128,6 @@ def test_a_stale_extension_is_not_used_for_decoding(monkeypatch: pytest.MonkeyPa
 def test_the_daemon_takes_amcast_core_as_the_core_not_as_a_config_override() -> None:
     # AMCAST_<SECTION>__<KEY> are overrides; AMCAST_CORE picks the core (an override
     # would refuse it: no section) and the daemon's documented `AMCAST_CORE=pure amcastd`
-    assert native.CORE_ENV == "AMCAST_CORE"
-    assert env_overrides({native.CORE_ENV: "pure", "AMCAST_NETWORK__PORT": "42999"}) == {
-        "network": {"port": 42999}}
+    assert (native.CORE_ENV, native.SEAL_ENV) == ("AMCAST_CORE", "AMCAST_SEAL")
+    assert env_overrides({native.CORE_ENV: "pure", native.SEAL_ENV: "native",
+                          "AMCAST_NETWORK__PORT": "42999"}) == {"network": {"port": 42999}}
