@@ -15,8 +15,11 @@ the native side learns it.
 
 ``AMCAST_CORE`` selects: ``pure`` the Python modules; ``native`` the extension (an
 ``ImportError`` if it is not built); unset or ``auto`` the extension when it imports,
-else Python. Of the engine's call sites, the Node decodes through ``make_decoder``; the
-authenticator and the replay guard are not switched there yet (docs/native.md).
+else Python. A Node may be given its own core instead (the simulator mixes them). It
+decodes through ``make_decoder``; it seals, opens and guards against replays through
+``make_sealer``, natively only where ``AMCAST_SEAL=native`` asks for it on a native core
+(``NativeSealer``: the extension's authenticator behind the Python one's surface; off by
+default, docs/native.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A mixed cluster of real daemons: two on the native core, two on the Python one.
 
-4 amcastd on loopback multicast, ``AMCAST_CORE=native`` for nodes 0 and 1 and
-``AMCAST_CORE=pure`` for nodes 2 and 3 (a per-daemon ``env`` wrapper, which execs the
-daemon in place). Each daemon must report the core it was given (``amcast status``'s
-``core``). Two recording clients per daemon send under load, one ``agreed``, one
+4 amcastd on loopback multicast, ``AMCAST_CORE=native`` for nodes 0 and 1 (node 0 with
+``AMCAST_SEAL=native`` too: it also seals, opens and guards against replays natively)
+and ``AMCAST_CORE=pure`` for nodes 2 and 3 (a per-daemon ``env`` wrapper, which execs
+the daemon in place). Each daemon must report the core it was given (``amcast
+status``'s ``core``). Two recording clients per daemon send under load, one ``agreed``, one
 ``safe``; a native daemon (0) and then a pure one (2) is killed with SIGKILL and
 restarted under load. ``faultload.verdict`` judges the whole history: one order at every
 daemon that completed a view, whatever core decoded and sealed it, and every message of
@@ -34,7 +35,11 @@ pytestmark = [
     pytest.mark.skipif(native_module() is None,
                        reason="amcast_native is not built (make rust): no native daemon to mix"),
 ]
-CORES = ("native", "native", "pure", "pure")
+ENV = (("AMCAST_CORE=native", "AMCAST_SEAL=native"), ("AMCAST_CORE=native",),
+       ("AMCAST_CORE=pure",), ("AMCAST_CORE=pure",))
+CORES = ({"decode": "native", "seal": "native"}, {"decode": "native", "seal": "pure"},
+         {"decode": "pure", "seal": "pure"}, {"decode": "pure", "seal": "pure"})
+"""What each daemon runs (``ENV``) and must report (``Node.core``)."""
 SERVICES = ("agreed", "safe")
 RATE = 60.0  # messages/s per client: 8 clients on a small shared machine
 WAIT = 45.0  # bound on every wait for a view or for settling
@@ -45,7 +50,7 @@ LOAD_S = 1.0  # seconds of load between the steps
 async def run() -> AsyncIterator[FaultRun]:
     directory = Path(tempfile.mkdtemp(prefix="ammix-", dir="/tmp"))
     cluster = LocalCluster(4, directory, metrics=False, log_level="info",
-                           wrappers=[["env", f"AMCAST_CORE={core}"] for core in CORES])
+                           wrappers=[["env", *env] for env in ENV])
     fault_run = FaultRun(cluster, rate=RATE)
     try:
         await asyncio.to_thread(cluster.start, 90)
@@ -73,10 +78,7 @@ def status(cluster: LocalCluster, node: int) -> dict[str, Any]:
 
 async def assert_core(cluster: LocalCluster, node: int) -> None:
     core = (await asyncio.to_thread(status, cluster, node))["core"]
-    want = CORES[node]
-    assert core["decode"] == want, (node, core)
-    # sealing follows the core where the Node seals natively (docs/native.md)
-    assert core["seal"] in (want, "pure"), (node, core)
+    assert {k: core[k] for k in ("decode", "seal")} == CORES[node], (node, core)
 
 
 def settled(run: FaultRun) -> bool:
@@ -130,7 +132,7 @@ async def test_two_native_and_two_pure_daemons_order_alike_through_kill9_and_res
         await assert_core(cluster, node)
         await connect(run, node)
     await asyncio.sleep(LOAD_S)
-    await kill_and_restart(run, 0)  # a native daemon
+    await kill_and_restart(run, 0)  # a native daemon (sealing natively too)
     await asyncio.sleep(LOAD_S)
     await kill_and_restart(run, 2)  # a pure one
     await asyncio.sleep(LOAD_S)
