@@ -3,6 +3,7 @@ these run whether or not the extension is built."""
 
 from __future__ import annotations
 
+import argparse
 import random
 from functools import partial
 
@@ -17,6 +18,8 @@ from amcast.protocols.wire.codec import Datagram, Kind, encode_body
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import WireLimits
 from amcast.protocols.wire.replay import ReplayGuard
+
+from bench import cluster as bench_cluster
 
 RING = Keyring.single(bytes(range(32)))
 SESSION = bytes(range(16))
@@ -164,3 +167,14 @@ def test_a_node_reports_the_core_of_each_part(monkeypatch: pytest.MonkeyPatch) -
                     rng=random.Random(1), now=0.0, core="native", seal="native")
         assert node.core == {"decode": "native", "seal": "native"}
         assert type(node._auth) is native.NativeSealer
+
+
+def test_bench_cluster_sets_the_core_of_every_daemon() -> None:
+    parser = argparse.ArgumentParser()
+    bench_cluster.add_arguments(parser)
+    assert bench_cluster.core_env(parser.parse_args([]), 3) == []
+    args = parser.parse_args(["--core", "native", "--seal", "native"])
+    assert bench_cluster.core_env(args, 2) == [
+        ["env", "AMCAST_CORE=native", "AMCAST_SEAL=native"]] * 2
+    assert bench_cluster.core_env(parser.parse_args(["--core", "pure"]), 1) == [
+        ["env", "AMCAST_CORE=pure"]]
