@@ -14,6 +14,7 @@ Skipped, with the reason, where the extension is not built (``make rust``).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -24,6 +25,8 @@ from amcast.protocols.simulation.membership_sweep import (
     run_membership_sweep,
 )
 from amcast.protocols.wire.native import native_module
+
+from amcast.cli import main
 
 pytestmark = pytest.mark.skipif(
     native_module() is None, reason="amcast_native is not built (make rust): only the Python "
@@ -103,3 +106,12 @@ def test_the_long_membership_sweep_passes_with_native_nodes_and_with_a_mix(mix: 
     report = run_membership_sweep(range(200), n_range=(3, 6), messages_per_node=25,
                                   cores=MIXES[mix], jobs=min(2, os.cpu_count() or 1))
     assert report["ok"], report["notes"][:10]
+
+
+def test_amcast_simulate_runs_the_membership_sweep_on_a_mix(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--preset", "membership", "--seeds", "2", "--n-max", "4",
+                 "--messages", "4", "--core", "mixed", "--quiet", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["title"].endswith("cores native/pure") and report["figures"]["seeds"] == 2
+    assert main(["simulate", "--preset", "faults", "--core", "native"]) == 2  # not read there
