@@ -386,6 +386,24 @@ mod tests {
     }
 
     #[test]
+    fn unseal_then_admit_as_open() {
+        let (mut a, mut b) = pair();
+        let sealed = a.seal(b"hello", 1_000_000).unwrap();
+        let (header, body) = b.unseal(&sealed).unwrap();
+        assert_eq!(body, b"hello");
+        let header = header.unwrap();
+        assert!(b.admit(&header, 1_000_010).unwrap(), "the session's state is created");
+        assert_eq!(b.admit(&header, 1_000_010).unwrap_err().reason, "replayed");
+        let next = a.seal(b"again", 1_000_020).unwrap();
+        let (next, _) = b.unseal(&next).unwrap();
+        assert!(!b.admit(&next.unwrap(), 1_000_020).unwrap(), "the state is kept");
+        assert_eq!(a.admit(&header, 1_000_010).unwrap_err().reason, "replayed"); // own
+        let mut forged = a.seal(b"x", 1_000_030).unwrap();
+        forged[40] ^= 1;
+        assert_eq!(b.unseal(&forged).unwrap_err().reason, "auth_failed");
+    }
+
+    #[test]
     fn insecure() {
         let mut a = Authenticator::new(None, [1; 16], 30_000, 16);
         let sealed = a.seal(b"x", 5).unwrap();
