@@ -102,6 +102,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", type=Path, help="keep configs and logs here (default: a temp dir)")
     p.add_argument("--transport", choices=("multicast", "unicast"), default="multicast",
                    help="network.transport of the daemons (default multicast)")
+    p.add_argument("--core", choices=("native", "pure"), default=None,
+                   help="AMCAST_CORE of every daemon (default: unset, auto)")
+    p.add_argument("--seal", choices=("native", "pure"), default=None,
+                   help="AMCAST_SEAL of every daemon: sealing, opening and the replay guard "
+                        "on the native core (default: unset)")
+
+
+def core_env(args: argparse.Namespace, n: int) -> list[list[str]]:
+    """Per-daemon ``env`` wrappers setting ``--core`` and ``--seal`` (none: unset)."""
+    env = [f"{name}={value}" for name, value in (("AMCAST_CORE", args.core),
+                                                  ("AMCAST_SEAL", args.seal)) if value]
+    return [["env", *env] for _ in range(n)] if env else []
 
 
 # ---- pure computations (tested with hand-made samples) --------------------------------
@@ -333,7 +345,7 @@ def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
 def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"throughput-n{n}",
                            protocol=protocol_settings(args.protocol, args.ordering),
-                           transport=args.transport)
+                           transport=args.transport, wrappers=core_env(args, n))
     print(f"[bench cluster] N={n}: starting daemons ...", file=sys.stderr, flush=True)
     cluster.start()
     try:
@@ -415,7 +427,7 @@ STAGE_COLUMNS = ["N", "client p50 ms", "vertex->ordered at sender p50 ms", "p99 
 def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"latency-n{n}",
                            protocol=protocol_settings(args.protocol, args.ordering),
-                           transport=args.transport,
+                           transport=args.transport, wrappers=core_env(args, n),
                            extra={"logs": {"trace": True}} if args.trace else {})
     total = args.latency_warmup + args.latency_duration
     print(f"[bench cluster] N={n}: latency run, {args.latency_rate:.0f} msgs/s from node 0 for "

@@ -75,7 +75,14 @@ from .wire.codec import (
 from .wire.keys import Keyring
 from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from .wire.membership import Settings, ViewRecord
-from .wire.native import decode_body, decoder_core  # codec.decode_body by the selected core
+from .wire.native import (  # the selected core's decoder and sealer
+    Decode,
+    NativeSealer,
+    decoder_name,
+    encode_plain,
+    make_decoder,
+    make_sealer,
+)
 from .wire.replay import SessionState
 
 _REPAIR = Kind.REPAIR  # per datagram sent: a global is read faster than an enum member
@@ -179,6 +186,8 @@ class Node:
         initial_view: ViewRecord | None = None,
         session: bytes | None = None,
         wall_offset: float = 0.0,
+        core: str | None = None,
+        seal: str | None = None,
     ) -> None:
         """``members`` are the potential members (the configured list); the node forms
         or joins views with them. ``durable`` is the state a previous incarnation
@@ -191,7 +200,10 @@ class Node:
         repeat them, and with them the AEAD nonces, at the next start).
         ``wall_offset``: the wall clock minus the caller's clock, in seconds (``now +
         wall_offset`` stamps and checks send times for replay protection); the daemon
-        refreshes it (``wall_offset`` attribute), the simulator leaves it 0."""
+        refreshes it (``wall_offset`` attribute), the simulator leaves it 0.
+        ``core``: the data path's core (``pure``, ``native``, ``auto``; ``None``:
+        ``AMCAST_CORE``); ``seal``: whether sealing, opening and the replay guard follow
+        it (``None``: ``AMCAST_SEAL``; ``amcast.protocols.wire.native.seal_core``)."""
         if node_id not in members or len(set(members)) != len(members):
             raise ClientError("bad_membership", "node_id must be one of distinct members")
         # an explicit phi must suit the full member list (a smaller view that it does not
@@ -208,9 +220,10 @@ class Node:
         self.members = tuple(sorted(members))
         self._now = now
         self._rng = rng
-        self._auth = Authenticator(
+        self._auth: Authenticator | NativeSealer = make_sealer(
             config.keys(), session if session is not None else os.urandom(16),
             replay_window_s=config.replay_window, max_sessions=max(256, 8 * len(members)),
+            core=core, seal=seal,
         )
         self.wall_offset = wall_offset
         self._clocks = ClockWatch(self.members)
@@ -220,6 +233,8 @@ class Node:
             max_nack_ranges=config.max_nack_ranges,
             max_message_size=config.max_message_size,
         )
+        self._decode: Decode = make_decoder(self._limits, core)
+        """``codec.decode_body`` with this node's limits, by the selected core."""
         self._window = SendWindow(
             window_size=config.window_size, max_pending_bytes=config.max_pending_bytes,
             window_bytes=config.effective_window_bytes(len(self.members)),
@@ -382,11 +397,16 @@ class Node:
                 dg = decoded[2]
                 known = repeats.lookup(dg.sender, body)
             else:
-                body = open_body(data, auth, self._limits, wall_ms)
+                if isinstance(auth, Authenticator):
+                    body = open_body(data, auth, self._limits, wall_ms)
+                elif len(data) > self._limits.max_datagram_bytes:
+                    raise DecodeError("too_large", f"{len(data)} bytes")
+                else:
+                    body = auth.open(data, wall_ms)
                 state = auth.last_admitted
                 if state is not None and state.sender is not None:
                     known = repeats.lookup(state.sender, body)
-                dg = known[0] if known is not None else decode_body(body, self._limits)
+                dg = known[0] if known is not None else self._decode(body)
             if known is not None:
                 dg = known[0]
             elif isinstance(dg, Datagram) and dg.sender in self.members:
@@ -478,7 +498,7 @@ class Node:
         else:
             try:
                 sealed, body = self._auth.unseal(data)
-                dg = decode_body(body, self._limits)
+                dg = self._decode(body)
             except DecodeError:
                 return  # not authentic (or not decodable): it tells nothing
         if sealed is None or dg.sender == self.node_id:
@@ -611,9 +631,10 @@ class Node:
     def core(self) -> dict[str, str]:
         """Which implementation runs each part of the data path (``native``: the Rust
         extension; ``pure``: the Python reference, ``AMCAST_CORE``): ``decode`` (the
-        datagram decoder) and ``seal`` (sealing, opening and the replay guard: Python
-        here so far; docs/native.md)."""
-        return {"decode": decoder_core(self._limits), "seal": "pure"}
+        datagram decoder) and ``seal`` (sealing, opening and the replay guard;
+        docs/native.md)."""
+        return {"decode": decoder_name(self._decode),
+                "seal": "pure" if isinstance(self._auth, Authenticator) else "native"}
 
     @property
     def leaving_started(self) -> bool:
@@ -633,7 +654,7 @@ class Node:
         if len(data) > self._limits.max_datagram_bytes:
             raise DecodeError("too_large", f"{len(data)} bytes")
         sealed, body = self._auth.unseal(data)
-        return sealed, bytes(body), decode_body(body, self._limits)
+        return sealed, bytes(body), self._decode(body)
 
     # ------------------------------------------------------------------ keys
 
@@ -770,7 +791,11 @@ class Node:
             return []
         auth = self._auth
         wall_ms = int((now + self.wall_offset) * 1000)
-        data = [encode(dg, auth, wall_ms) for dg in out]
+        if isinstance(auth, Authenticator):
+            data = [encode(dg, auth, wall_ms) for dg in out]
+        else:
+            seal = auth.seal
+            data = [seal(encode_plain(dg), wall_ms) for dg in out]
         counts, stats = self._stats.datagrams_sent, self._stats
         for dg, raw in zip(out, data, strict=True):
             counts[KIND_NAMES[dg.kind]] += 1

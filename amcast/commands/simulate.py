@@ -38,6 +38,9 @@ from ..protocols.simulation.causal_broadcast import Topology, Workload
 from ..protocols.simulation.ordering_study import Study, run_study, section7
 from ..report import print_report
 
+CORE_MIXES = {"native": ("native",), "pure": ("pure",), "mixed": ("native", "pure")}
+"""``--core``: each node's data-path core (``Cluster``'s ``cores``)."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -92,6 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--impostor-faults", action="store_true",
                         help="a second daemon started with a member's id, then stopped, "
                              "often followed by a member's crash, per seed (membership)")
+    faults.add_argument("--core", choices=sorted(CORE_MIXES),
+                        help="the data path's core of every node: native or pure, or mixed "
+                             "(native and pure alternating); default: AMCAST_CORE "
+                             "(membership)")
     faults.add_argument("--read-batching-ms", type=number(0, maximum=1000), default=0.0,
                         help="nodes read arrivals in batches as the daemon does, waking "
                              "within this many ms (faults and membership; 0: one by one)")
@@ -148,7 +155,8 @@ def run_membership(args: argparse.Namespace) -> int:
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
         read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults,
         deaf_faults=args.deaf_faults, clock_faults=args.clock_faults,
-        impostor_faults=args.impostor_faults, ordering=args.ordering)
+        impostor_faults=args.impostor_faults, ordering=args.ordering,
+        cores=CORE_MIXES[args.core] if args.core is not None else None)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
     return 0 if ok else 1
@@ -214,7 +222,8 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
     "disk_faults": ("membership",), "deaf_faults": ("membership",),
     "clock_faults": ("membership",), "impostor_faults": ("membership",),
-    "jobs": ("membership",), "protocol": ("multigroup",), "ordering": ("membership",),
+    "jobs": ("membership",), "core": ("membership",), "protocol": ("multigroup",),
+    "ordering": ("membership",),
 }
 """The presets that read each option (``--seed``, ``--json`` and ``--quiet``: all)."""
 

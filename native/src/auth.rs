@@ -315,6 +315,38 @@ impl Authenticator {
         Ok(out)
     }
 
+    /// Check the tag and decrypt without the replay check (`auth.Authenticator.unseal`,
+    /// the simulator's decode-once): the header (`None`: insecure) and the body.
+    pub fn unseal(&mut self, data: &[u8]) -> Result<(Option<Header>, Vec<u8>), Refusal> {
+        if self.keys.is_none()
+            || data.len() < SEAL_HEADER_BYTES + TAG_BYTES
+            || data[0] != WIRE_VERSION
+            || data[1] != FLAG_SEALED
+        {
+            // insecure, or a refusal with its reason (a keyed node refuses all of these)
+            self.refuse_prefix(data)?;
+            return Ok((None, data[PREFIX_BYTES..].to_vec()));
+        }
+        let header = Header::parse(data);
+        let mut out = vec![0u8; data.len() - SEAL_HEADER_BYTES - TAG_BYTES];
+        self.decrypt_into(&header, data, &mut out)?;
+        Ok((Some(header), out))
+    }
+
+    /// The replay check and record of an authentic datagram that `unseal` opened
+    /// (`auth.Authenticator.admit`): whether this admission created its session's state.
+    pub fn admit(&mut self, header: &Header, wall_ms: i64) -> Result<bool, Refusal> {
+        self.guard.check(&header.session, header.counter, header.sent_ms, wall_ms)?;
+        if header.session == self.session {
+            return Err(Refusal::new("replayed", "own session"));
+        }
+        let created = self.guard.get(&header.session).is_none();
+        self.guard.admit(&header.session, header.counter, header.sent_ms, wall_ms, header.key_id,
+                         header.newest_key);
+        self.last_admitted = Some(header.session);
+        Ok(created)
+    }
+
     /// The replay state of the session `open` last admitted.
     pub fn last_admitted_state(&self) -> Option<&SessionState> {
         self.guard.get(self.last_admitted.as_ref()?)
@@ -351,6 +383,24 @@ mod tests {
         assert_eq!(b.open(&[3, 0, 1], 1_000_000).unwrap_err().reason, "auth_missing");
         assert_eq!(b.open(&[4, 1], 1_000_000).unwrap_err().reason, "bad_version");
         assert_eq!(b.open(&[3, 3], 1_000_000).unwrap_err().reason, "bad_flags");
+    }
+
+    #[test]
+    fn unseal_then_admit_as_open() {
+        let (mut a, mut b) = pair();
+        let sealed = a.seal(b"hello", 1_000_000).unwrap();
+        let (header, body) = b.unseal(&sealed).unwrap();
+        assert_eq!(body, b"hello");
+        let header = header.unwrap();
+        assert!(b.admit(&header, 1_000_010).unwrap(), "the session's state is created");
+        assert_eq!(b.admit(&header, 1_000_010).unwrap_err().reason, "replayed");
+        let next = a.seal(b"again", 1_000_020).unwrap();
+        let (next, _) = b.unseal(&next).unwrap();
+        assert!(!b.admit(&next.unwrap(), 1_000_020).unwrap(), "the state is kept");
+        assert_eq!(a.admit(&header, 1_000_010).unwrap_err().reason, "replayed"); // own
+        let mut forged = a.seal(b"x", 1_000_030).unwrap();
+        forged[40] ^= 1;
+        assert_eq!(b.unseal(&forged).unwrap_err().reason, "auth_failed");
     }
 
     #[test]

@@ -148,6 +148,49 @@ impl PyAuthenticator {
             inner.open_finish(header.as_ref(), data, wall_ms, out).map_err(|r| decode_error(py, r))
         })
     }
+
+    /// `open`, and the session it admitted (`None`: insecure) with whether that
+    /// admission created the session's replay state (the Node's call: it binds a
+    /// session to its sender, `native.NativeSealer`).
+    #[allow(clippy::type_complexity)]
+    fn open_session<'py>(&mut self, py: Python<'py>, data: &[u8], wall_ms: i64)
+        -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>, bool)> {
+        let inner = &mut self.inner;
+        let header = inner.open_check(data, wall_ms).map_err(|r| decode_error(py, r))?;
+        let created = header.as_ref().is_some_and(|h| inner.guard.get(&h.session).is_none());
+        let len = Authenticator::body_len(header.as_ref(), data.len());
+        let body = PyBytes::new_with(py, len, |out| {
+            inner.open_finish(header.as_ref(), data, wall_ms, out).map_err(|r| decode_error(py, r))
+        })?;
+        Ok((body, header.map(|h| PyBytes::new(py, &h.session)), created))
+    }
+
+    /// Check the tag and decrypt without the replay check (`auth.Authenticator.unseal`):
+    /// the header as `(key_id, newest_key, session, counter, sent_ms)` (`None`:
+    /// insecure) and the body.
+    #[allow(clippy::type_complexity)]
+    fn unseal<'py>(&mut self, py: Python<'py>, data: &[u8])
+        -> PyResult<(Option<(u16, u16, Bound<'py, PyBytes>, u64, u64)>, Bound<'py, PyBytes>)> {
+        let (header, body) = self.inner.unseal(data).map_err(|r| decode_error(py, r))?;
+        let header = header.map(|h| (h.key_id, h.newest_key, PyBytes::new(py, &h.session),
+                                     h.counter, h.sent_ms));
+        Ok((header, PyBytes::new(py, &body)))
+    }
+
+    /// The replay check and record of a datagram `unseal` opened
+    /// (`auth.Authenticator.admit`): whether it created its session's state.
+    #[allow(clippy::too_many_arguments)]
+    fn admit(&mut self, py: Python<'_>, key_id: u16, newest_key: u16, session: &[u8], counter: u64,
+             sent_ms: u64, wall_ms: i64) -> PyResult<bool> {
+        let header = crate::auth::Header { key_id, newest_key, session: session_of(session)?, counter,
+                                           sent_ms };
+        self.inner.admit(&header, wall_ms).map_err(|r| decode_error(py, r))
+    }
+
+    /// Every session of the replay guard with its state (see `ReplayGuard.state`).
+    fn session_states<'py>(&self, py: Python<'py>) -> Vec<(Bound<'py, PyBytes>, StateTuple)> {
+        self.inner.guard.iter().map(|(s, st)| (PyBytes::new(py, s), state_tuple(st))).collect()
+    }
 }
 
 /// Per-session anti-replay windows plus a freshness bound (`replay.ReplayGuard`).

@@ -119,6 +119,11 @@ impl ReplayGuard {
         self.sessions.is_empty()
     }
 
+    /// Every session with its state, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Session, &SessionState)> {
+        self.sessions.iter()
+    }
+
     pub fn get(&self, session: &Session) -> Option<&SessionState> {
         self.sessions.get(session)
     }

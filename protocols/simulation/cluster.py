@@ -137,6 +137,7 @@ class Cluster:
         impostors: dict[int, int] | None = None,
         wall_clock: float | None = None,
         read_batching: float = 0.0,
+        cores: Sequence[str] | None = None,
     ) -> None:
         """``bootstrap="agreed"`` starts every node in view 1 of all ``n`` members;
         ``"join"`` starts them with no view, so they form the first one themselves.
@@ -147,9 +148,16 @@ class Cluster:
         via a ``start`` fault naming the endpoint. ``wall_clock`` (seconds) makes
         incarnations start at the simulated wall clock in milliseconds, as the daemon's
         do, instead of 0. ``read_batching`` (seconds): read arrivals in batches, as the
-        daemon does (module docstring); 0 receives each on its own."""
+        daemon does (module docstring); 0 receives each on its own. ``cores``: the data
+        path's core of each endpoint, ``native`` or ``pure`` (``cores[i % len(cores)]``
+        for endpoint ``i``): its node decodes, seals, opens and guards against replays
+        with it (``Node``'s ``core`` and ``seal``); ``None``: ``AMCAST_CORE`` and
+        ``AMCAST_SEAL`` decide for every node."""
         if read_batching < 0:
             raise ValueError("read_batching must not be negative")
+        if cores is not None and (not cores or any(c not in ("native", "pure") for c in cores)):
+            raise ValueError(f"cores must name native or pure, not {cores!r}")
+        self.cores = tuple(cores) if cores is not None else None
         self.n = n
         self.seed = seed
         self.members = list(range(n))
@@ -247,6 +255,10 @@ class Cluster:
     def proc(self, i: int) -> Proc:
         return Proc(i, self.life[i])
 
+    def core_of(self, i: int) -> str | None:
+        """Endpoint ``i``'s core (``cores``; ``None``: the environment's)."""
+        return None if self.cores is None else self.cores[i % len(self.cores)]
+
     def _start(self, i: int, initial: ViewRecord | None = None) -> None:
         self.life[i] += 1
         node_id = self.impostors.get(i, i)
@@ -264,7 +276,8 @@ class Cluster:
                     initial_view=None if i in self.impostors else initial,
                     # deterministic, and distinct for every start of every endpoint
                     session=random.Random(f"session/{self.seed}/{i}/{self.life[i]}").randbytes(16),
-                    wall_offset=(self.wall_clock or 0.0) + clock)
+                    wall_offset=(self.wall_clock or 0.0) + clock,
+                    core=self.core_of(i), seal=self.core_of(i))
         self.nodes[i] = node
         self.all_nodes.append(node)
         proc = self.proc(i)
@@ -497,15 +510,17 @@ class Cluster:
         if node.config is not self.config and node.config.keys() != self.config.keys():
             return None  # a node with other keys decodes (and drops) for itself
         cache = self._decode_cache
-        if data in cache:
-            return cache[data]
+        # each core decodes for its own nodes (a mixed cluster: ``cores``)
+        key: Any = data if self.cores is None else (tuple(node.core.values()), data)
+        if key in cache:
+            return cache[key]
         try:
             dg = node.unseal(data)
         except DecodeError:
             dg = None
         if len(cache) > 4096:
             cache.clear()
-        cache[data] = dg
+        cache[key] = dg
         return dg
 
     def _note_losses(self, src: int, data: bytes, lost: list[int]) -> None:

@@ -86,9 +86,11 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
 def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
                          interval: float = 0.05,
                          settings: Mapping[str, Any] | None = None,
-                         read_batching: float = 0.0) -> RunResult:
+                         read_batching: float = 0.0,
+                         cores: Sequence[str] | None = None) -> RunResult:
     """One seed's run; ``settings`` override ``NodeConfig`` defaults (studies of a
-    setting); ``read_batching``: nodes read arrivals as the daemon does (``Cluster``)."""
+    setting); ``read_batching``: nodes read arrivals as the daemon does (``Cluster``);
+    ``cores``: each node's data-path core (``Cluster``; ``None``: the environment's)."""
     cfg = NodeConfig(group_key=KEY, rule=point.rule, **dict(settings or {}))
     net = NetworkConfig(default=LinkFaults(loss=point.loss, duplicate=0.05, reorder=0.1))
     # a clock step needs a wall clock to step: Unix time, as the daemon's (incarnations
@@ -97,7 +99,7 @@ def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
     # daemons started at different times differ)
     stepped = any(f.kind == "clock_step" for f in point.plan) or point.claimed is not None
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
-                      bootstrap="join", read_batching=read_batching,
+                      bootstrap="join", read_batching=read_batching, cores=cores,
                       wall_clock=WALL_CLOCK if stepped else None,
                       impostors=({IMPOSTOR_ENDPOINT: point.claimed}
                                  if point.claimed is not None else None))
@@ -123,14 +125,15 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
                  messages_per_node: int = 40, read_batching: float = 0.0,
                  disk_faults: bool = False, deaf_faults: bool = False,
                  clock_faults: bool = False, impostor_faults: bool = False,
-                 ordering: str = "toto") -> SeedOutcome:
+                 ordering: str = "toto", cores: Sequence[str] | None = None) -> SeedOutcome:
     """``ordering``: ``NodeConfig.ordering`` of every node (the swap orderings of
-    ``protocols/swap`` in place of the seed's ToTo rule)."""
+    ``protocols/swap`` in place of the seed's ToTo rule); ``cores``: each node's
+    data-path core (``Cluster``)."""
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
                              disk_faults=disk_faults, deaf_faults=deaf_faults,
                              clock_faults=clock_faults, impostor_faults=impostor_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
-                                  read_batching=read_batching,
+                                  read_batching=read_batching, cores=cores,
                                   settings={"ordering": ordering} if ordering != "toto" else None)
     rule = point.rule if ordering == "toto" else ordering
     totals: Counter[str] = Counter()
@@ -170,7 +173,8 @@ def views_during(result: RunResult, fault: Fault) -> int:
 def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3, 7),
               max_loss: float = 0.2, read_batching: float = 0.0,
               disk_faults: bool = False, deaf_faults: bool = False,
-              clock_faults: bool = False, impostor_faults: bool = False) -> dict:
+              clock_faults: bool = False, impostor_faults: bool = False,
+              cores: Sequence[str] | None = None) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
     totals: Counter[str] = Counter()
@@ -189,7 +193,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                  + (", a full disk at one node per seed" if disk_faults else "")
                  + (", a node that hears nothing but is heard per seed" if deaf_faults else "")
                  + (", a node whose clock is off for a while per seed" if clock_faults else "")
-                 + (", a second daemon with a member's id per seed" if impostor_faults else ""),
+                 + (", a second daemon with a member's id per seed" if impostor_faults else "")
+                 + (f", cores {'/'.join(cores)}" if cores is not None else ""),
         "figures": {
             "seeds": len(outcomes),
             "seeds failed": len(failed),
@@ -236,10 +241,13 @@ def run_membership_sweep(
     clock_faults: bool = False,
     impostor_faults: bool = False,
     ordering: str = "toto",
+    cores: Sequence[str] | None = None,
 ) -> dict:
     """One faulty cluster per seed (over ``jobs`` processes); every property checked.
-    ``ordering``: every node's ``NodeConfig.ordering`` (the report's rules then name it)."""
+    ``ordering``: every node's ``NodeConfig.ordering`` (the report's rules then name it);
+    ``cores``: each node's data-path core (``Cluster``)."""
     one = functools.partial(seed_outcome, n_range=n_range, max_loss=max_loss, ordering=ordering,
+                            cores=tuple(cores) if cores is not None else None,
                             messages_per_node=messages_per_node, read_batching=read_batching,
                             disk_faults=disk_faults, deaf_faults=deaf_faults,
                             clock_faults=clock_faults, impostor_faults=impostor_faults)
@@ -267,4 +275,5 @@ def run_membership_sweep(
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
                      read_batching=read_batching, disk_faults=disk_faults,
                      deaf_faults=deaf_faults, clock_faults=clock_faults,
-                     impostor_faults=impostor_faults)
+                     impostor_faults=impostor_faults,
+                     cores=tuple(cores) if cores is not None else None)

@@ -15,8 +15,11 @@ the native side learns it.
 
 ``AMCAST_CORE`` selects: ``pure`` the Python modules; ``native`` the extension (an
 ``ImportError`` if it is not built); unset or ``auto`` the extension when it imports,
-else Python. Of the engine's call sites, the Node decodes through ``make_decoder``; the
-authenticator and the replay guard are not switched there yet (docs/native.md).
+else Python. A Node may be given its own core instead (the simulator mixes them). It
+decodes through ``make_decoder``; it seals, opens and guards against replays through
+``make_sealer``, natively only where ``AMCAST_SEAL=native`` asks for it on a native core
+(``NativeSealer``: the extension's authenticator behind the Python one's surface; off by
+default, docs/native.md).
 """
 
 from __future__ import annotations
@@ -29,12 +32,24 @@ from typing import Any
 
 from ..vocabulary import SERVICE_BY_CODE
 from . import membership
-from .auth import Authenticator
-from .codec import KINDS, AnyDatagram, Datagram, Fragment, Kind, MembershipDatagram, Vertex
+from .auth import Authenticator, Sealed
+from .codec import (
+    KINDS,
+    AnyDatagram,
+    Datagram,
+    Fragment,
+    Kind,
+    MembershipDatagram,
+    SwapDatagram,
+    Vertex,
+    encode_body,
+    encode_membership_body,
+    encode_swap_body,
+)
 from .codec import decode_body as pure_decode_body
 from .keys import Keyring
 from .limits import WireLimits
-from .replay import ReplayGuard
+from .replay import ReplayGuard, SessionState
 
 Decode = Callable[[bytes | memoryview], AnyDatagram]
 """``codec.decode_body`` with its limits bound: an authentic body in, a datagram out."""
@@ -52,12 +67,18 @@ MEMBERSHIP_CLASSES = [
 the order it expects."""
 
 CORE_ENV = "AMCAST_CORE"
+SEAL_ENV = "AMCAST_SEAL"
 CORES = ("auto", "pure", "native")
+SEAL_BY_DEFAULT = False
+"""Whether a node on the native core also seals, opens and guards against replays
+natively when ``AMCAST_SEAL`` does not say (docs/native.md, *Speed*: not a measurable
+gain end to end, so off)."""
 
 
-def requested_core() -> str:
-    """``AMCAST_CORE`` as given (``auto`` when unset); ``ValueError`` for another value."""
-    value = os.environ.get(CORE_ENV, "").strip().lower() or "auto"
+def requested_core(core: str | None = None) -> str:
+    """``core`` if given, else ``AMCAST_CORE`` as given (``auto`` when unset);
+    ``ValueError`` for another value."""
+    value = (os.environ.get(CORE_ENV, "") if core is None else core).strip().lower() or "auto"
     if value not in CORES:
         raise ValueError(f"{CORE_ENV}={value!r}: expected one of {', '.join(CORES)}")
     return value
@@ -72,9 +93,10 @@ def native_module() -> ModuleType | None:
     return amcast_native
 
 
-def selected() -> ModuleType | None:
-    """The extension module when it is the selected core, ``None`` for Python."""
-    core = requested_core()
+def selected(core: str | None = None) -> ModuleType | None:
+    """The extension module when it is the selected core (``core``, else
+    ``AMCAST_CORE``), ``None`` for Python."""
+    core = requested_core(core)
     if core == "pure":
         return None
     module = native_module()
@@ -110,18 +132,19 @@ def make_replay_guard(window_s: float, max_sessions: int) -> Any:
     return module.ReplayGuard(window_s, max_sessions)
 
 
-def make_decoder(limits: WireLimits) -> Decode:
+def make_decoder(limits: WireLimits, core: str | None = None) -> Decode:
     """A decoder of the selected core: called with an authentic body it returns what
     ``codec.decode_body(body, limits)`` returns and raises the same ``DecodeError``
     (reason and detail). An extension built before its ``Decoder`` took these arguments
     (a stale ``make rust``) counts as absent: Python under ``auto``, ``ImportError``
-    under ``native``."""
-    module = selected()
+    under ``native``. ``core``: ``pure``, ``native`` or ``auto`` (``None``:
+    ``AMCAST_CORE``)."""
+    module = selected(core)
     if module is not None:
         try:
             return native_decoder(module, limits)
         except (AttributeError, TypeError) as exc:  # a build older than this module
-            if requested_core() == "native":
+            if requested_core(core) == "native":
                 raise ImportError(f"{CORE_ENV}=native but the extension amcast_native is "
                                   f"older than amcast (make rust): {exc}") from exc
     return partial(pure_decode_body, limits=limits)
@@ -141,6 +164,11 @@ def decode_body(body: bytes | memoryview, limits: WireLimits) -> AnyDatagram:
             _decoders.clear()
         entry = _decoders[id(limits)] = (limits, make_decoder(limits))
     return entry[1](body)
+
+
+def decoder_name(decode: Decode) -> str:
+    """``native`` or ``pure``: the core of a decoder ``make_decoder`` made."""
+    return "pure" if isinstance(decode, partial) else "native"
 
 
 def decoder_core(limits: WireLimits) -> str:
@@ -181,3 +209,168 @@ def native_decoder(module: ModuleType, limits: WireLimits) -> Decode:
         Vertex, Datagram, Fragment, partial(pure_decode_body, limits=limits), _slot_setters(),
         MEMBERSHIP_CLASSES)
     return decoder
+
+
+# ----------------------------------------------------------------------------- sealing
+
+
+def seal_core(core: str | None = None, seal: str | None = None) -> str:
+    """``native`` or ``pure``: the core that seals, opens and guards against replays for a
+    node of decoding core ``core``. ``seal`` (else ``AMCAST_SEAL``; ``pure``, ``native``,
+    ``auto`` or unset) may turn it on or off; unset, a native core seals natively only if
+    ``SEAL_BY_DEFAULT``. Never native where the decoding core is not."""
+    value = (os.environ.get(SEAL_ENV, "") if seal is None else seal).strip().lower() or "auto"
+    if value not in CORES:
+        raise ValueError(f"{SEAL_ENV}={value!r}: expected one of {', '.join(CORES)}")
+    if value == "pure" or (value == "auto" and not SEAL_BY_DEFAULT):
+        return "pure"
+    module = selected(core)
+    if module is None or not hasattr(module.Authenticator, "open_session"):
+        if value == "native" and requested_core(core) == "native":
+            raise ImportError(f"{SEAL_ENV}=native but the extension amcast_native is older "
+                              "than amcast (make rust)")
+        return "pure"
+    return "native"
+
+
+def make_sealer(keys: Keyring | None, session: bytes, *, replay_window_s: float,
+                max_sessions: int, core: str | None = None,
+                seal: str | None = None) -> Authenticator | NativeSealer:
+    """The Node's sealer: ``auth.Authenticator``, or ``NativeSealer`` where ``seal_core``
+    says ``native``."""
+    if seal_core(core, seal) == "native":
+        module = selected(core)
+        assert module is not None
+        return NativeSealer(module, keys, session, replay_window_s=replay_window_s,
+                            max_sessions=max_sessions)
+    return Authenticator(keys, session, replay_window_s=replay_window_s,
+                         max_sessions=max_sessions)
+
+
+def encode_plain(dg: AnyDatagram) -> bytes:
+    """The body of ``dg``, unsealed (what ``codec.encode`` seals)."""
+    if type(dg) is Datagram:
+        return encode_body(dg)
+    if isinstance(dg, MembershipDatagram):
+        return encode_membership_body(dg)
+    if isinstance(dg, SwapDatagram):
+        return encode_swap_body(dg)
+    return encode_body(dg)
+
+
+def _blank_state(wall_ms: int) -> SessionState:
+    return SessionState(0, 0, 0, wall_ms, 0, 0)
+
+
+class NativeGuard:
+    """What the Node reads of ``auth.Authenticator.guard`` (its status queries), from the
+    native replay guard: ``sessions``, refreshed at each read, and ``evicted``."""
+
+    __slots__ = ("_sealer",)
+
+    def __init__(self, sealer: NativeSealer) -> None:
+        self._sealer = sealer
+
+    @property
+    def sessions(self) -> dict[bytes, SessionState]:
+        return self._sealer.refreshed()
+
+    @property
+    def evicted(self) -> int:
+        return int(self._sealer.inner.evicted)
+
+
+class NativeSealer:
+    """``amcast_native.Authenticator`` behind the surface of ``auth.Authenticator`` that the
+    Node uses: ``seal``, ``open`` with ``last_admitted``, ``unseal`` and ``admit`` (the
+    simulator's decode-once), ``set_keys``, ``secure``, ``keys``, ``send_key_id``,
+    ``session`` and ``guard``.
+
+    The replay state lives in the extension; the Node binds each session to the node id
+    it speaks for (``SessionState.sender``) and compares sessions by identity, so this
+    keeps one ``SessionState`` per session for it, a new one exactly when the native
+    guard created the session's state (``open_session`` and ``admit`` say so), as the
+    Python guard hands out a new object then. Of its fields only ``sender`` and
+    ``last_heard_ms`` are kept current per datagram; ``guard.sessions`` refreshes the
+    rest from the extension (status queries: clock offsets, key status)."""
+
+    __slots__ = ("_keys", "_max", "_states", "guard", "inner", "last_admitted", "seal",
+                 "session")
+
+    def __init__(self, module: ModuleType, keys: Keyring | None, session: bytes, *,
+                 replay_window_s: float, max_sessions: int) -> None:
+        self.inner = module.Authenticator(keys.keys if keys is not None else None, session,
+                                          replay_window_s=replay_window_s,
+                                          max_sessions=max_sessions)
+        self._keys = keys
+        self._max = max_sessions
+        self.session = session
+        self.seal: Callable[[bytes, int], bytes] = self.inner.seal
+        self._states: dict[bytes, SessionState] = {}
+        self.guard = NativeGuard(self)
+        self.last_admitted: SessionState | None = None
+
+    @property
+    def secure(self) -> bool:
+        return self._keys is not None
+
+    @property
+    def keys(self) -> Keyring | None:
+        return self._keys
+
+    @property
+    def send_key_id(self) -> int:
+        return int(self.inner.send_key_id)
+
+    def set_keys(self, keys: Keyring, wall_ms: int) -> None:
+        if self._keys is None:
+            raise ValueError("an insecure node cannot take keys without a restart")
+        self.inner.set_keys(keys.keys, wall_ms)
+        self._keys = keys
+
+    def _state(self, session: bytes, created: bool, wall_ms: int) -> SessionState:
+        states = self._states
+        state = None if created else states.get(session)
+        if state is None:
+            if len(states) >= 2 * self._max:
+                states = self.refreshed()  # forget the sessions the native guard dropped
+            state = states[session] = _blank_state(wall_ms)
+        else:
+            state.last_heard_ms = wall_ms
+        return state
+
+    def open(self, data: bytes, wall_ms: int) -> bytes:
+        """``Authenticator.open``: the body of an authentic, fresh, first-seen datagram;
+        ``DecodeError`` (same reason and detail) otherwise."""
+        body, session, created = self.inner.open_session(data, wall_ms)
+        self.last_admitted = None if session is None else self._state(session, created, wall_ms)
+        return body  # type: ignore[no-any-return]
+
+    def unseal(self, data: bytes) -> tuple[Sealed | None, bytes]:
+        """``Authenticator.unseal``: the header and the body, no replay check."""
+        header, body = self.inner.unseal(data)
+        return (None if header is None else Sealed(*header)), body
+
+    def admit(self, sealed: Sealed | None, wall_ms: int) -> SessionState | None:
+        """``Authenticator.admit``: the replay check of a datagram ``unseal`` opened."""
+        if sealed is None:
+            return None
+        created = self.inner.admit(sealed.key_id, sealed.newest_key, sealed.session,
+                                   sealed.counter, sealed.sent_ms, wall_ms)
+        return self._state(sealed.session, created, wall_ms)
+
+    def refreshed(self) -> dict[bytes, SessionState]:
+        """Every session the native guard holds, its ``SessionState`` refreshed from it
+        (those it dropped are forgotten here)."""
+        states = self._states
+        out: dict[bytes, SessionState] = {}
+        for session, values in self.inner.session_states():
+            st = states.get(session)
+            if st is None:
+                st = _blank_state(0)
+            (st.highest, bitmap, st.last_sent_ms, st.last_heard_ms, st.key_id, st.newest_key,
+             st.offset_ms, st.offset_prev_ms, st.offset_since_ms) = values
+            st.bitmap = int.from_bytes(bitmap, "little")
+            out[session] = st
+        self._states = out
+        return out

@@ -323,15 +323,15 @@ def test_the_checker_catches_a_decoder_that_disagrees() -> None:
 
 
 def test_the_node_decodes_with_the_native_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Node's call site (``native.decode_body``) takes the native decoder when it is
-    selected: ``peek`` and ``receive_datagram`` decode through it, alike."""
+    """The Node takes the native decoder when it is selected (``native.make_decoder``,
+    once per node): ``peek`` and ``receive_datagram`` decode through it, alike."""
     assert NATIVE is not None
     monkeypatch.setenv(native.CORE_ENV, "native")
     node = datagram.new_node(in_view=True)
     body = encode_body(Datagram(Kind.NACK, 2, 1, 0, ((3, 1, 2),)))
     sealed = datagram.AUTH.seal(body, 0)
     assert node.peek(sealed) == decode_body(body, node._limits)
-    assert type(native._decoders[id(node._limits)][1]) is NATIVE.Decoder
+    assert type(node._decode) is NATIVE.Decoder and node.core["decode"] == "native"
     node.receive_datagram(sealed, 0.0)
     bad = datagram.AUTH.seal(encode_body(Datagram(Kind.NACK, 2, 1, 0)), 0)
     with pytest.raises(DecodeError, match="empty nack"):

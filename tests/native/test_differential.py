@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from amcast.protocols.errors import DecodeError
 from amcast.protocols.wire.auth import Authenticator, derive
 from amcast.protocols.wire.keys import Keyring
-from amcast.protocols.wire.native import native_module
+from amcast.protocols.wire.native import NativeSealer, make_sealer, native_module
 from amcast.protocols.wire.replay import ReplayGuard
 
 from fuzz.targets import native_sealed, sealed
@@ -250,3 +251,118 @@ def test_derive_matches_the_reference_cipher() -> None:
     header = raw[:38]
     body = derive(KEY_2, OWN).decrypt(bytes(4) + header[22:30], raw[38:], header)
     assert body == b"payload"
+
+
+# ---- the Node's sealer on the native core (``native.NativeSealer``) ------------------
+def sealers(max_sessions: int = 1024, ring: Keyring | None = RING,
+            session: bytes = OWN) -> tuple[Any, Any]:
+    """The sealer the Node builds on each core (``native.make_sealer``)."""
+    made = [make_sealer(ring, session, replay_window_s=30.0, max_sessions=max_sessions,
+                        core=core, seal=core) for core in ("pure", "native")]
+    assert type(made[0]) is Authenticator and type(made[1]) is NativeSealer
+    return made[0], made[1]
+
+
+def states(sealer: Any) -> dict[bytes, tuple[Any, ...]]:
+    """Every session's replay state with the sender the Node bound to it."""
+    return {s: (*native_sealed.pure_state(st), st.sender)
+            for s, st in sealer.guard.sessions.items()}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("path", ["open", "unseal"])
+def test_the_nodes_native_sealer_decides_and_binds_sessions_as_the_python_one(
+        seed: int, path: str) -> None:
+    """The same stream to the Node's two sealers, by ``open`` (the daemon) or by
+    ``unseal`` then ``admit`` (the simulator): the same bodies and refusals, the same
+    state object handed back exactly when the Python guard hands back the same one (a
+    session's state is new after an eviction), the same states, senders and evictions."""
+    rng = random.Random(seed)
+    pure, native = sealers(max_sessions=3 if seed % 2 else 1024)
+    senders = [Sender(bytes([i + 1]) * 16) for i in range(5)] + [Sender(OWN)]
+    wall, sent = WALL, []
+    last: list[dict[bytes, Any]] = [{}, {}]
+    for _ in range(1200):
+        wall += rng.choice((0, 0, 1, 7, 300, 999, 1000, 2500))
+        raw = random_datagram(rng, senders, wall, sent)
+        got = []
+        for k, sealer in enumerate((pure, native)):
+            def one(sealer: Any = sealer, raw: bytes = raw, wall: int = wall) -> Any:
+                if path == "open":
+                    body = sealer.open(raw, wall)
+                    return body, sealer.last_admitted
+                sealed_header, body = sealer.unseal(raw)
+                return body, sealer.admit(sealed_header, wall)
+            try:
+                body, state = one()
+            except DecodeError as exc:
+                got.append((None, exc.reason, exc.detail))
+                continue
+            session = raw[6:22]
+            same = last[k].get(session) is state
+            last[k][session] = state
+            if state.sender is None:
+                state.sender = seed  # the Node binds a session to its sender
+            got.append((bytes(body), state.last_heard_ms, same))
+        assert got[0] == got[1], raw.hex()
+        if rng.random() < 0.05:
+            body = rng.randbytes(rng.randrange(100))
+            assert pure.seal(body, wall) == native.seal(body, wall)
+    assert states(pure) == states(native)
+    assert pure.guard.evicted == native.guard.evicted
+    if seed % 2:
+        assert native.guard.evicted > 0
+
+
+@pytest.mark.parametrize("ring", [RING, None], ids=["sealed", "insecure"])
+def test_a_native_sealers_datagrams_open_in_the_python_one_and_back(
+        ring: Keyring | None) -> None:
+    rng = random.Random(7)
+    a = sealers(ring=ring, session=bytes([1]) * 16)
+    b = sealers(ring=ring, session=bytes([2]) * 16)
+    wall = WALL
+    for _ in range(300):
+        wall += rng.choice((0, 1, 600))
+        body = rng.randbytes(rng.choice((0, 1, 64, 1400, 9000)))
+        for sender, receiver in ((a[1], b[0]), (b[0], a[1]), (a[0], b[1]), (b[1], a[0])):
+            assert bytes(receiver.open(sender.seal(body, wall), wall)) == body
+    for sealer in (*a, *b):
+        assert sealer.last_admitted is None or sealer.last_admitted.last_heard_ms == wall
+
+
+def test_a_key_rollover_at_the_native_sealer_chooses_the_same_sending_keys() -> None:
+    pure, native = sealers(ring=Keyring.single(KEY_1))
+    peer = Sender(bytes([5]) * 16)
+    wall = WALL
+    for ring in (RING, RING, Keyring.single(KEY_2, 2)):
+        pure.set_keys(ring, wall)
+        native.set_keys(ring, wall)
+        assert native.keys is ring and native.secure
+        for _ in range(3):
+            wall += 600
+            raw = peer.seal(ring.ids[-1], KEY_2 if ring.ids[-1] == 2 else KEY_1,
+                            peer.counter, wall, ring.ids[-1], b"x")
+            peer.counter += 1
+            assert native_sealed.outcome(lambda r=raw, w=wall: pure.open(r, w)) == (
+                native_sealed.outcome(lambda r=raw, w=wall: native.open(r, w)))
+            assert pure.seal(b"y", wall) == native.seal(b"y", wall)
+            assert pure.send_key_id == native.send_key_id
+    assert states(pure) == states(native)
+    insecure = sealers(ring=None)[1]
+    with pytest.raises(ValueError, match="insecure"):
+        insecure.set_keys(RING, wall)
+
+
+def test_the_sealer_checker_catches_a_disagreement() -> None:
+    """``states`` sees a state the native guard does not hold as the Python one does."""
+    pure, native = sealers()
+    peer = Sender(bytes([5]) * 16)
+    raw = peer.seal(1, KEY_1, 0, WALL, 1, b"x")
+    pure.open(raw, WALL)
+    native.open(raw, WALL)
+    assert states(pure) == states(native)
+    native.last_admitted.sender = 3  # a binding the Python side did not make
+    assert states(pure) != states(native)
+    later = peer.seal(1, KEY_1, 1, WALL + 5, 1, b"y")
+    native.open(later, WALL + 5)
+    assert states(pure) != states(native)

@@ -3,16 +3,23 @@ these run whether or not the extension is built."""
 
 from __future__ import annotations
 
+import argparse
+import random
 from functools import partial
 
 import pytest
+from amcast.daemon.config import env_overrides
 from amcast.protocols.errors import DecodeError
+from amcast.protocols.node import Node
+from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.wire import codec, native
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, encode_body
 from amcast.protocols.wire.keys import Keyring
 from amcast.protocols.wire.limits import WireLimits
 from amcast.protocols.wire.replay import ReplayGuard
+
+from bench import cluster as bench_cluster
 
 RING = Keyring.single(bytes(range(32)))
 SESSION = bytes(range(16))
@@ -122,3 +129,52 @@ def test_a_stale_extension_is_not_used_for_decoding(monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv(native.CORE_ENV, "native")
         with pytest.raises(ImportError, match="older than amcast"):
             native.make_decoder(WireLimits())
+
+
+def test_the_daemon_takes_amcast_core_as_the_core_not_as_a_config_override() -> None:
+    # AMCAST_<SECTION>__<KEY> are overrides; AMCAST_CORE picks the core (an override
+    # would refuse it: no section) and the daemon's documented `AMCAST_CORE=pure amcastd`
+    assert (native.CORE_ENV, native.SEAL_ENV) == ("AMCAST_CORE", "AMCAST_SEAL")
+    assert env_overrides({native.CORE_ENV: "pure", native.SEAL_ENV: "native",
+                          "AMCAST_NETWORK__PORT": "42999"}) == {"network": {"port": 42999}}
+
+
+def test_sealing_follows_the_core_only_where_it_is_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(native.SEAL_ENV, raising=False)
+    monkeypatch.setattr(native, "SEAL_BY_DEFAULT", False)
+    assert native.seal_core("native") == "pure"  # off by default (docs/native.md)
+    assert native.seal_core("native", "pure") == "pure"
+    assert native.seal_core("pure", "native") == "pure"  # never native where decoding is not
+    sealer = native.make_sealer(RING, SESSION, replay_window_s=30.0, max_sessions=8,
+                                core="pure", seal="native")
+    assert type(sealer) is Authenticator
+    with pytest.raises(ValueError, match="AMCAST_SEAL"):
+        native.seal_core("native", "rust")
+    monkeypatch.setattr(native, "native_module", lambda: None)
+    assert native.seal_core("auto", "native") == "pure"  # auto: Python without the extension
+    with pytest.raises(ImportError, match="make rust"):
+        native.seal_core("native", "native")
+
+
+def test_a_node_reports_the_core_of_each_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(native.CORE_ENV, "pure")
+    node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
+                rng=random.Random(1), now=0.0)
+    assert node.core == {"decode": "pure", "seal": "pure"}
+    if native.native_module() is not None:
+        node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
+                    rng=random.Random(1), now=0.0, core="native", seal="native")
+        assert node.core == {"decode": "native", "seal": "native"}
+        assert type(node._auth) is native.NativeSealer
+
+
+def test_bench_cluster_sets_the_core_of_every_daemon() -> None:
+    parser = argparse.ArgumentParser()
+    bench_cluster.add_arguments(parser)
+    assert bench_cluster.core_env(parser.parse_args([]), 3) == []
+    args = parser.parse_args(["--core", "native", "--seal", "native"])
+    assert bench_cluster.core_env(args, 2) == [
+        ["env", "AMCAST_CORE=native", "AMCAST_SEAL=native"]] * 2
+    assert bench_cluster.core_env(parser.parse_args(["--core", "pure"]), 1) == [
+        ["env", "AMCAST_CORE=pure"]]
