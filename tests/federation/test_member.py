@@ -350,3 +350,26 @@ def test_a_crashed_designated_member_costs_a_retransmission_not_the_message(
         assert fed.ids(n) == ([] if n == down or n == "c1" else [m]), n
     backups = [n for n in CLUSTERS[crashed] if n != down]
     assert sum(fed.members[n].counters["retransmit_timestamp"] for n in backups) >= 1
+
+
+def test_a_timestamp_ordered_before_its_submit_is_acknowledged_again_with_it() -> None:
+    """b orders a's Timestamp before m's Submit: its ack says it lacks the Submit; once
+    the Submit is ordered it acks every member of a again, and no member of a has
+    anything left to send, without a single retransmission."""
+    fed = Fed()
+    outs = fed.members["a1"].multicast(0.0, "g", b"x", ["a", "b"])
+    held = [o for o in outs if isinstance(o, SendRemote)]
+    fed.emit("a1", [o for o in outs if not isinstance(o, SendRemote)])
+    fed.run()
+    m = fed.members["a1"].last_id
+    lacking = [d for src, _, d in fed.sent if isinstance(d, DgAck) and not d.submit]
+    assert {dst for src, dst, d in fed.sent
+            if isinstance(d, DgAck) and not d.submit} == set(CLUSTERS["a"]) and lacking
+    assert all(fed.members[n]._stamps for n in CLUSTERS["a"])
+    fed.emit("a1", held)  # type: ignore[arg-type]
+    fed.run()
+    assert all(not fed.members[n]._stamps for n in CLUSTERS["a"])
+    assert fed.ids("a2") == fed.ids("b1") == fed.ids("b2") == [m]
+    assert all(member.counters["retransmit_timestamp"] == 0
+               and member.counters["retransmit_submit"] == 0
+               for member in fed.members.values())
