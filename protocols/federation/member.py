@@ -78,6 +78,7 @@ from .state import ClusterState
 from .wire import (
     MAX_GROUP_BYTES,
     DgAck,
+    DgBatch,
     DgSubmit,
     DgTimestamp,
     RecState,
@@ -423,6 +424,15 @@ class FederationMember:
         except DecodeError as exc:
             return self._drop(exc.reason)
         self._heard[src_node] = now
+        if isinstance(dg, DgBatch):  # its datagrams one by one, as if they came alone
+            out: list[Output] = []
+            for item in dg.items:
+                out += self._on_datagram(now, src_cluster, src_node, item)
+            return out
+        return self._on_datagram(now, src_cluster, src_node, dg)
+
+    def _on_datagram(self, now: float, src_cluster: str, src_node: str,
+                     dg: DgSubmit | DgTimestamp | DgAck) -> list[Output]:
         if isinstance(dg, DgAck):
             self._on_ack(src_cluster, dg)
             return []
