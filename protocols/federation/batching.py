@@ -7,8 +7,9 @@ many for the same member of another cluster. ``batch_sends`` joins those into ba
 of at most ``MAX_BATCH`` datagrams and ``MAX_BATCH_BYTES`` bytes, without decoding
 them; the receiver takes a batch's datagrams one by one, as if they came alone. Loss,
 duplication and reordering of a batch are those of its datagrams together, which the
-protocol already survives one by one. A batch's header is its items' headers plus 3
-bytes or fewer: still independent of the number of nodes.
+protocol already survives one by one. A batch is no longer than its datagrams sent one
+by one (it drops their 3-byte prefixes and adds one of its own and an array header of
+1 or 3 bytes): its header still does not grow with the number of nodes.
 """
 
 from __future__ import annotations
