@@ -31,6 +31,10 @@ acknowledge) is its own and is rebuilt from the state when needed.
    ``(max lts, id)``, final.
 4. The order delivers the pending message with the smallest key while it is final.
 
+A datagram may be a batch (``wire.DgBatch``, what ``batching.batch_sends`` made of one
+round's outputs for one member): ``on_remote`` takes its datagrams one by one, as if
+each came alone.
+
 Acknowledgements (``DgAck``) say what the acknowledging cluster's order holds of m: the
 Submit, the clusters whose timestamps it holds, whether m is delivered. A member sends
 one when its order holds what a datagram asked for (at once if it held it already, or

@@ -10,7 +10,8 @@ Node refuses it for backpressure); every payload the Node delivers that is a
 federation record (``wire.is_record``) goes to ``on_ordered``, the others are local
 messages; a ``ViewInstalled`` goes to ``on_view``; a restarted process or an
 ``OrderGap`` (the member missed part of its cluster's order) starts a new
-``FederationMember`` with ``joining=True``. Datagrams between clusters cross a lossy,
+``FederationMember`` with ``joining=True``. The datagrams of one input of a member go
+out batched per destination member (``batching.batch_sends``) and cross a lossy,
 duplicating, reordering link (``LinkFaults``).
 
 One loop takes the earliest event of every cluster (arrival, timer, fault) and of the

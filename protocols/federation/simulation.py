@@ -9,8 +9,9 @@ lost or sequenced, at random: safe delivery is all or nothing. The order delay s
 for one safe ordering of the ToTo path (``k`` message delays), the inter-cluster delay
 for one hop.
 
-Between clusters, every ``SendRemote`` datagram is lost, duplicated, delayed and
-reordered by ``LinkFaults``; the layer's own retransmissions repair it. Faults: member
+Between clusters, every ``SendRemote`` datagram (the datagrams of one input of a member
+batched per destination member, ``batching.batch_sends``) is lost, duplicated, delayed
+and reordered by ``LinkFaults``; the layer's own retransmissions repair it. Faults: member
 crashes (a view change reaches the others after ``detect_delay``), restarts as joiners
 (a new incarnation with ``joining=True`` that gets the state through the order), a
 member cut off from its cluster's order for a while (it keeps its stale state and still
