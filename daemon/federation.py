@@ -50,6 +50,7 @@ from ..protocols.federation import (
     OrderLocally,
     SendRemote,
     Stalled,
+    batch_sends,
 )
 from ..protocols.wire.keys import Keyring
 from .config import FederationSection
@@ -120,6 +121,8 @@ class Federation:
         self.records_submitted = 0
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
+        self._sends: list[SendRemote] = []
+        """Datagrams of this round, sent at ``flush``: those for one member as batches."""
         self.rejoins = 0
         """Order gaps that made this daemon take the federation state again."""
         self.errors = 0
@@ -266,7 +269,7 @@ class Federation:
             try:
                 kind = type(out)
                 if kind is SendRemote:
-                    self.link.send(out.cluster, node_of(out.node), out.datagram)
+                    self._sends.append(out)
                 elif kind is OrderLocally:
                     self._outbox.append(out.record)
                     self._outbox_bytes += len(out.record)
@@ -293,7 +296,17 @@ class Federation:
                                             for c in st.clusters_waited_for}))
 
     def flush(self) -> None:
-        """The records the last input produced, into the own order as one payload."""
+        """The records the last input produced, into the own order as one payload, and
+        its datagrams, those for the same member of another cluster as one batch."""
+        if self._sends:
+            sends, self._sends = self._sends, []
+            for out in batch_sends(sends):
+                if isinstance(out, SendRemote):
+                    try:
+                        self.link.send(out.cluster, node_of(out.node), out.datagram)
+                    except Exception:
+                        self.errors += 1
+                        log.exception("federation send failed", node=self.node_id)
         if self._outbox:
             records, self._outbox, self._outbox_bytes = self._outbox, [], 0
             self.records_submitted += len(records)

@@ -2,11 +2,12 @@
 
 Theory of operation: the input is read as what a federation member takes from outside:
 a record its own cluster's order delivered (``decode_record``), a datagram from another
-cluster (``decode_datagram``) and a joiner's state (``ClusterState.decode``). None may
-raise anything but ``DecodeError``; whatever they accept survives its encoder
-unchanged. The same bytes then go to two ``FederationMember``s (one with state, one
-joining, so the state-record path runs too) through ``on_ordered`` and ``on_remote``,
-which must never raise: a bad datagram is a ``DroppedRemote``, a bad record a counter.
+cluster (``decode_datagram``, a batch of them included) and a joiner's state
+(``ClusterState.decode``). None may raise anything but ``DecodeError``; whatever they
+accept survives its encoder unchanged. The same bytes then go to two
+``FederationMember``s (one with state, one joining, so the state-record path runs too)
+through ``on_ordered`` and ``on_remote``, which must never raise: a bad datagram is a
+``DroppedRemote``, a bad record a counter.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from amcast.protocols.federation import FederationConfig, FederationMember
 from amcast.protocols.federation.state import ClusterState
 from amcast.protocols.federation.wire import (
     DgAck,
+    DgBatch,
     DgSubmit,
     DgTimestamp,
     RecState,
@@ -97,6 +99,10 @@ def seeds() -> list[bytes]:
         encode_datagram(DgTimestamp(M, ("a", "b"), "b", 9)),
         encode_datagram(DgAck(M, True, ("a", "b"), False)),
         encode_datagram(DgAck(("a", "a1", 1), False, (), True)),
+        encode_datagram(DgBatch((DgSubmit(M, ("a", "b"), "g", b"y"),
+                                 DgTimestamp(M, ("a", "b"), "b", 9),
+                                 DgAck(("a", "a1", 1), True, ("a",), False)))),
+        b"\xc1f\x02\x92\x95\x02",
         state.snapshot(),
         b"\xc1F\x02\x90",
         b"\xc1f\x01\x95\x00",
@@ -106,5 +112,6 @@ def seeds() -> list[bytes]:
     ]
 
 
-DICTIONARY = [b"\xc1F\x01", b"\xc1f\x01", b"\x95", b"\x94", b"\x93", b"\xc4\x01a",
-              b"\xc4\x02b1", b"\xc3", b"\xc2", b"\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"]
+DICTIONARY = [b"\xc1F\x01", b"\xc1f\x01", b"\xc1f\x02", b"\x92", b"\x95", b"\x94",
+              b"\x93", b"\xc4\x01a", b"\xc4\x02b1", b"\xc3", b"\xc2",
+              b"\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"]

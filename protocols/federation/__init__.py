@@ -30,6 +30,7 @@ Interface for the daemon (additions to the brief's interface):
 
 from __future__ import annotations
 
+from .batching import batch_sends
 from .config import FederationConfig
 from .member import FederationMember
 from .outputs import (
@@ -55,5 +56,6 @@ __all__ = [
     "Output",
     "SendRemote",
     "Stalled",
+    "batch_sends",
     "is_record",
 ]

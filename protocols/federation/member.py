@@ -14,13 +14,26 @@ acknowledge) is its own and is rebuilt from the state when needed.
    retransmission, until that cluster acknowledges holding the Submit) and, if its own
    cluster is in Dst(m), orders ``RecSubmit`` itself.
 2. A member that receives ``DgSubmit`` orders ``RecSubmit`` in its cluster (safe). The
-   first ``RecSubmit`` of m the order delivers gives it ``lts = ++clock``; every member
-   then sends ``DgTimestamp(m, own cluster, lts)`` to one member of each other cluster
-   of Dst(m), retransmitted (to the next member) until that cluster acknowledges that
-   its order holds the timestamp.
-3. A member that receives ``DgTimestamp`` orders ``RecTimestamp``; when its order holds
-   m's Submit and every destination's timestamp, m's key is ``(max lts, id)``, final.
+   first ``RecSubmit`` of m the order delivers gives it ``lts = ++clock``; one member of
+   the cluster, *designated* by m's sequence number in the view, sends
+   ``DgTimestamp(m, own cluster, lts)`` at once to one member of each other cluster of
+   Dst(m) (the one m's Submit went to first); every member holds the same timestamp
+   (replicated state) and the others are backups: each sends it only after
+   ``retransmit_s``, first to that same member (which ignores a copy of a record it has
+   in flight), then to the next ones, until that cluster acknowledges that its order
+   holds the timestamp. A crashed designated member costs ``retransmit_s``, not the
+   message; one cluster orders one timestamp record per other cluster, not one per
+   member of it.
+3. A member that receives ``DgTimestamp`` orders ``RecTimestamp``; when its record is
+   ordered it acknowledges to every member of the timestamp's cluster (the backups stop
+   before they send), and again once the Submit is ordered if it was not yet. When its
+   order holds m's Submit and every destination's timestamp, m's key is
+   ``(max lts, id)``, final.
 4. The order delivers the pending message with the smallest key while it is final.
+
+A datagram may be a batch (``wire.DgBatch``, what ``batching.batch_sends`` made of one
+round's outputs for one member): ``on_remote`` takes its datagrams one by one, as if
+each came alone.
 
 Acknowledgements (``DgAck``) say what the acknowledging cluster's order holds of m: the
 Submit, the clusters whose timestamps it holds, whether m is delivered. A member sends
@@ -69,6 +82,7 @@ from .state import ClusterState
 from .wire import (
     MAX_GROUP_BYTES,
     DgAck,
+    DgBatch,
     DgSubmit,
     DgTimestamp,
     RecState,
@@ -123,6 +137,9 @@ class _Stamp:
     since: float = 0.0
     attempt: int = 0
     next_t: float = 0.0
+    backup: bool = False
+    """Another member is designated to send it: this one sends only once it is late,
+    to the same member of each cluster first (whose order it is in flight in)."""
 
 
 class FederationMember:
@@ -251,10 +268,12 @@ class FederationMember:
                 self._seen.setdefault(m, now)
                 others = {c: False for c in rec.dst if c != self.cluster}
                 if others:
+                    backup = self._designated(m) != self.node
                     stamp = _Stamp(rec.dst, rec.group, rec.payload, lts, others, now,
-                                   next_t=now + self.config.retransmit_s)
+                                   next_t=now + self.config.retransmit_s, backup=backup)
                     self._stamps[m] = stamp
-                    out += self._send_stamp(m, stamp)
+                    if not backup:
+                        out += self._send_stamp(m, stamp)
             out += self._acks(m, (m, 0, self.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecTimestamp):
@@ -278,12 +297,30 @@ class FederationMember:
         return list(delivered)
 
     def _acks(self, m: FedId, key: tuple[FedId, int, str]) -> list[Output]:
+        """Ack who asked for the record just ordered; a timestamp's ack goes to every
+        member of its cluster, whose backups then need not send it."""
         entry = self._reply_to.pop(key, None)
         if entry is None:
             return []
-        targets = entry[1]
+        targets = set(entry[1])
+        if key[1] == 1:
+            targets.update((key[2], n) for n in self.config.clusters[key[2]])
+            assert self.state is not None
+            submit, _, done = self.state.holds(m)
+            later = (m, 0, self.cluster)
+            if not (submit or done) and (later in self._reply_to or len(
+                    self._reply_to) < 2 * self.config.max_in_flight):
+                # they hear "no Submit here": tell them again once the Submit is ordered
+                self._reply_to.setdefault(later, (self._now, set()))[1].update(targets)
         data = self._ack(m)
         return [SendRemote(c, n, data) for c, n in sorted(targets)]
+
+    def _designated(self, m: FedId) -> str:
+        """The member of the own cluster (as this member's view has it) that sends the
+        cluster's timestamp of m to the other destinations at once; the others are its
+        backups. Views that differ for a moment give two senders or none (then the
+        backups send once late): either costs time or a duplicate record, never safety."""
+        return self.view[m[2] % len(self.view)] if self.view else self.node
 
     def _ack(self, m: FedId) -> bytes:
         assert self.state is not None
@@ -291,12 +328,12 @@ class FederationMember:
         return encode_datagram(DgAck(m, submit, clusters, done))
 
     def _send_stamp(self, m: FedId, s: _Stamp) -> list[Output]:
-        rank = self.view.index(self.node) if self.node in self.view else 0
+        first = m[2] + s.attempt - (1 if s.backup else 0)
         ts = encode_datagram(DgTimestamp(m, s.dst, self.cluster, s.lts))
         sub: bytes | None = None
         out: list[Output] = []
         for c, need_submit in sorted(s.waiting.items()):
-            target = self._target(c, rank + s.attempt)
+            target = self._target(c, first)
             if need_submit:
                 sub = sub or encode_datagram(DgSubmit(m, s.dst, s.group, s.payload))
                 out.append(SendRemote(c, target, sub))
@@ -391,6 +428,15 @@ class FederationMember:
         except DecodeError as exc:
             return self._drop(exc.reason)
         self._heard[src_node] = now
+        if isinstance(dg, DgBatch):  # its datagrams one by one, as if they came alone
+            out: list[Output] = []
+            for item in dg.items:
+                out += self._on_datagram(now, src_cluster, src_node, item)
+            return out
+        return self._on_datagram(now, src_cluster, src_node, dg)
+
+    def _on_datagram(self, now: float, src_cluster: str, src_node: str,
+                     dg: DgSubmit | DgTimestamp | DgAck) -> list[Output]:
         if isinstance(dg, DgAck):
             self._on_ack(src_cluster, dg)
             return []

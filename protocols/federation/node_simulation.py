@@ -10,7 +10,8 @@ Node refuses it for backpressure); every payload the Node delivers that is a
 federation record (``wire.is_record``) goes to ``on_ordered``, the others are local
 messages; a ``ViewInstalled`` goes to ``on_view``; a restarted process or an
 ``OrderGap`` (the member missed part of its cluster's order) starts a new
-``FederationMember`` with ``joining=True``. Datagrams between clusters cross a lossy,
+``FederationMember`` with ``joining=True``. The datagrams of one input of a member go
+out batched per destination member (``batching.batch_sends``) and cross a lossy,
 duplicating, reordering link (``LinkFaults``).
 
 One loop takes the earliest event of every cluster (arrival, timer, fault) and of the
@@ -34,11 +35,12 @@ from ..simulation.cluster import Cluster
 from ..simulation.faults import Fault
 from ..simulation.network import LinkFaults, NetworkConfig
 from ..vocabulary import ServiceLevel
+from .batching import batch_sends
 from .config import FederationConfig
 from .member import FederationMember
 from .outputs import Deliver, DroppedRemote, FedId, OrderLocally, Output, SendRemote, Stalled
 from .simulation import FedResult, judge
-from .wire import decode_datagram, is_record
+from .wire import DgBatch, decode_datagram, is_record
 
 
 def node_name(cluster: str, i: int) -> str:
@@ -149,7 +151,7 @@ class _NodeSim:
         return any(t0 <= self.now < t1 and c in (a, b) for c, t0, t1 in self.sc.unreachable)
 
     def emit(self, pid: int, outs: list[Output]) -> None:
-        for o in outs:
+        for o in batch_sends(outs):  # as the daemon sends them: one datagram per member
             if isinstance(o, SendRemote):
                 self._send(pid, o)
             elif isinstance(o, OrderLocally):
@@ -184,16 +186,17 @@ class _NodeSim:
         c, i = self.node_of_pid[pid]
         dg = decode_datagram(o.datagram)
         self.r.sent_by_kind[type(dg).__name__] += 1
-        cid = self._cid(dg.msg_id)
         dst_node = int(o.node[len(o.cluster) + 1:])
         dst = self.current[(o.cluster, dst_node)]
-        m = self.r.multicasts.get(cid)
+        for item in dg.items if isinstance(dg, DgBatch) else (dg,):
+            cid = self._cid(item.msg_id)
+            m = self.r.multicasts.get(cid)
 
-        def end(p: int) -> int:
-            same = m is not None and self.node_of_pid[p] == self.node_of_pid[m.sender]
-            return m.sender if same and m is not None else p
+            def end(p: int, m: Multicast | None = m) -> int:
+                same = m is not None and self.node_of_pid[p] == self.node_of_pid[m.sender]
+                return m.sender if same and m is not None else p
 
-        self.r.datagrams.append(Datagram(end(pid), end(dst), (cid,)))
+            self.r.datagrams.append(Datagram(end(pid), end(dst), (cid,)))
         if self._unreachable(c, o.cluster):
             return
         f = self.sc.link

@@ -9,8 +9,9 @@ lost or sequenced, at random: safe delivery is all or nothing. The order delay s
 for one safe ordering of the ToTo path (``k`` message delays), the inter-cluster delay
 for one hop.
 
-Between clusters, every ``SendRemote`` datagram is lost, duplicated, delayed and
-reordered by ``LinkFaults``; the layer's own retransmissions repair it. Faults: member
+Between clusters, every ``SendRemote`` datagram (the datagrams of one input of a member
+batched per destination member, ``batching.batch_sends``) is lost, duplicated, delayed
+and reordered by ``LinkFaults``; the layer's own retransmissions repair it. Faults: member
 crashes (a view change reaches the others after ``detect_delay``), restarts as joiners
 (a new incarnation with ``joining=True`` that gets the state through the order), a
 member cut off from its cluster's order for a while (it keeps its stale state and still
@@ -37,11 +38,12 @@ from dataclasses import dataclass, field
 from ..multigroup.checkers import Datagram, Multicast, check_run
 from ..multigroup.messages import MsgId
 from ..simulation.network import LinkFaults
+from .batching import batch_sends
 from .checkers import check_joiners
 from .config import FederationConfig
 from .member import FederationMember
 from .outputs import Deliver, DroppedRemote, FedId, OrderLocally, Output, SendRemote, Stalled
-from .wire import DgAck, decode_datagram, is_record
+from .wire import DgAck, DgBatch, decode_datagram, encode_datagram, is_record
 
 LOCAL_TAG = b"L"
 IDLE_TICK = 0.5
@@ -188,6 +190,7 @@ class _Sim:
 
     def emit(self, now: float, pid: int, outs: list[Output], limit: int | None = None) -> None:
         r = self.r
+        outs = batch_sends(outs)  # as the daemon sends them: one datagram per member
         for count, o in enumerate(outs):
             if limit is not None and count >= limit:
                 self._end(pid, now)
@@ -213,12 +216,14 @@ class _Sim:
         src_cluster = self.cluster_of[node]
         dg = decode_datagram(o.datagram)
         r.sent_by_kind[type(dg).__name__] += 1
-        payload = 0 if isinstance(dg, DgAck) else len(getattr(dg, "payload", b""))
-        r.largest_datagram_header = max(r.largest_datagram_header, len(o.datagram) - payload)
-        cid = self._cid(dg.msg_id)
         dst_pid = self.current.get(o.node, -1)
-        r.datagrams.append(Datagram(self._end_for(pid, cid), self._end_for(dst_pid, cid),
-                                    (cid,)))
+        for item in dg.items if isinstance(dg, DgBatch) else (dg,):
+            payload = 0 if isinstance(item, DgAck) else len(getattr(item, "payload", b""))
+            size = len(encode_datagram(item)) if isinstance(dg, DgBatch) else len(o.datagram)
+            r.largest_datagram_header = max(r.largest_datagram_header, size - payload)
+            cid = self._cid(item.msg_id)
+            r.datagrams.append(Datagram(self._end_for(pid, cid),
+                                        self._end_for(dst_pid, cid), (cid,)))
         if self._unreachable(now, src_cluster, o.cluster):
             return
         f = sc.link

@@ -195,7 +195,7 @@ def _simulate(system: str, k: int, sends: Sequence[Send], cfg: StudyConfig) -> _
     ordered = sum(len(cl.logs[i]) for cl in sim.clusters.values() for i in cl.logs)
     datagrams = sum(cl.network.stats.multicasts + cl.network.stats.copies_delivered
                     for cl in sim.clusters.values())
-    cross = len(r.datagrams)
+    cross = sum(r.sent_by_kind.values())  # a batch is one datagram
     datagrams += 2 * cross  # sent by one node, received by another
     violations = list(r.violations)
     for c, found in sorted(checks.items()):

@@ -23,6 +23,12 @@ Datagrams (``MAGIC_DATAGRAM``):
   of m: its Submit (bool), the clusters whose timestamps it holds, and whether it has
   delivered m (then it holds everything).
 
+A *batch* (``DgBatch``, version byte ``VERSION_BATCH``) is ``[body, body, ...]``: 2 to
+``MAX_BATCH`` of the bodies above for the same member, in one datagram (``batch`` builds
+it from encoded datagrams without decoding them). A batch never holds a batch. A member
+that only knows version 1 drops a batch as a ``version`` error: every daemon of a
+federation runs the same version.
+
 ``id`` is ``[cluster, node, seq]``; names are ASCII bin, the group UTF-8 bin. Every
 field is bounded (``MAX_NAME_BYTES``, ``MAX_CLUSTERS``, ``max_payload``) and the only
 variable-length fields besides the payload are lists of cluster names of Dst(m): the
@@ -43,6 +49,9 @@ from .config import MAX_CLUSTERS, MAX_NAME_BYTES
 from .outputs import FedId
 
 VERSION = 1
+VERSION_BATCH = 2
+MAX_BATCH = 64
+"""Datagrams in one batch, at most."""
 MAGIC_RECORD = b"\xc1F"
 MAGIC_DATAGRAM = b"\xc1f"
 MAX_SEQ = 2**63 - 1
@@ -105,8 +114,13 @@ class DgAck:
     done: bool
 
 
+@dataclass(frozen=True, slots=True)
+class DgBatch:
+    items: tuple[DgSubmit | DgTimestamp | DgAck, ...]
+
+
 Record = RecSubmit | RecTimestamp | RecStateRequest | RecState
-Datagram = DgSubmit | DgTimestamp | DgAck
+Datagram = DgSubmit | DgTimestamp | DgAck | DgBatch
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 
@@ -136,15 +150,33 @@ def encode_record(r: Record) -> bytes:
     return MAGIC_RECORD + bytes((VERSION,)) + _pack(body)
 
 
-def encode_datagram(d: Datagram) -> bytes:
-    body: list[Any]
+def _datagram_body(d: DgSubmit | DgTimestamp | DgAck) -> list[Any]:
     if isinstance(d, DgSubmit):
-        body = [0, _id(d.msg_id), _names(d.dst), d.group.encode(), d.payload]
-    elif isinstance(d, DgTimestamp):
-        body = [1, _id(d.msg_id), _names(d.dst), _name(d.cluster), d.lts]
-    else:
-        body = [2, _id(d.msg_id), d.submit, _names(d.clusters), d.done]
-    return MAGIC_DATAGRAM + bytes((VERSION,)) + _pack(body)
+        return [0, _id(d.msg_id), _names(d.dst), d.group.encode(), d.payload]
+    if isinstance(d, DgTimestamp):
+        return [1, _id(d.msg_id), _names(d.dst), _name(d.cluster), d.lts]
+    return [2, _id(d.msg_id), d.submit, _names(d.clusters), d.done]
+
+
+def encode_datagram(d: Datagram) -> bytes:
+    if isinstance(d, DgBatch):
+        return MAGIC_DATAGRAM + bytes((VERSION_BATCH,)) + _pack(
+            [_datagram_body(x) for x in d.items])
+    return MAGIC_DATAGRAM + bytes((VERSION,)) + _pack(_datagram_body(d))
+
+
+def batch(datagrams: list[bytes]) -> bytes:
+    """One batch of 2 to ``MAX_BATCH`` version-1 datagrams (``encode_datagram``'s bytes),
+    the same as ``encode_datagram(DgBatch(their items))``; one datagram is returned as
+    it is."""
+    if len(datagrams) == 1:
+        return datagrams[0]
+    if not 2 <= len(datagrams) <= MAX_BATCH:
+        raise ValueError(f"a batch holds 2 to {MAX_BATCH} datagrams")
+    n = len(datagrams)
+    head = bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+    return MAGIC_DATAGRAM + bytes((VERSION_BATCH,)) + head + b"".join(
+        d[3:] for d in datagrams)
 
 
 def is_record(data: bytes) -> bool:
@@ -195,17 +227,24 @@ def _payload(v: Any, max_payload: int) -> bytes:
     return v
 
 
-def _body(data: bytes, magic: bytes, max_bin: int) -> tuple[int, list[Any]]:
+def _unpack(data: bytes, magic: bytes, max_bin: int, versions: tuple[int, ...]) -> Any:
     if data[:2] != magic or len(data) < 4:
         raise DecodeError("malformed", "no federation magic")
-    if data[2] != VERSION:
+    if data[2] not in versions:
         raise DecodeError("version", f"version {data[2]}")
     try:
-        obj = msgpack.unpackb(data[3:], use_list=True, raw=True, strict_map_key=True,
-                              max_str_len=0, max_map_len=0, max_ext_len=0,
-                              max_bin_len=max_bin, max_array_len=MAX_CLUSTERS)
+        return msgpack.unpackb(data[3:], use_list=True, raw=True, strict_map_key=True,
+                               max_str_len=0, max_map_len=0, max_ext_len=0,
+                               max_bin_len=max_bin, max_array_len=MAX_CLUSTERS)
     except Exception as exc:  # msgpack raises several unrelated types; all are "malformed"
         raise DecodeError("malformed", type(exc).__name__) from None
+
+
+def _body(data: bytes, magic: bytes, max_bin: int) -> tuple[int, list[Any]]:
+    return _kind(_unpack(data, magic, max_bin, (VERSION,)))
+
+
+def _kind(obj: Any) -> tuple[int, list[Any]]:
     items = read_list(obj, "body", max_len=5)
     if not items:
         raise DecodeError("bad_field", "empty body")
@@ -237,7 +276,17 @@ def decode_record(data: bytes, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Record
 
 
 def decode_datagram(data: bytes, max_payload: int = DEFAULT_MAX_PAYLOAD) -> Datagram:
-    kind, items = _body(data, MAGIC_DATAGRAM, max_payload)
+    obj = _unpack(data, MAGIC_DATAGRAM, max_payload, (VERSION, VERSION_BATCH))
+    if data[2] == VERSION:
+        return _datagram(obj, max_payload)
+    bodies = read_list(obj, "batch", max_len=MAX_BATCH)
+    if len(bodies) < 2:
+        raise DecodeError("bad_field", "a batch of fewer than 2 datagrams")
+    return DgBatch(tuple(_datagram(b, max_payload) for b in bodies))
+
+
+def _datagram(obj: Any, max_payload: int) -> DgSubmit | DgTimestamp | DgAck:
+    kind, items = _kind(obj)
     if kind == 0:
         _arity(items, 5)
         return DgSubmit(read_id(items[1]), read_clusters(items[2], "dst", non_empty=True),

@@ -311,3 +311,65 @@ def test_a_joiner_does_not_deliver_what_it_replays() -> None:
     assert fed.ids("a1") == fed.ids("a2") == [m]
     assert joiner.state is not None and fed.ids("a3") == []
     assert joiner.counters["skipped_while_joining"] == 1
+
+
+def test_one_member_sends_the_timestamp_and_the_others_only_back_it_up() -> None:
+    """Every member of a holds a's timestamp of m; the designated one sends it, b orders
+    it once and acks every member of a, so the backups never send it."""
+    fed = Fed()
+    fed.emit("a1", fed.members["a1"].multicast(0.0, "g", b"x", ["a", "b"]))
+    fed.run(until=10.0)
+    m = fed.members["a1"].last_id
+    assert m is not None
+    assert fed.ids("a1") == fed.ids("a2") == fed.ids("a3") == fed.ids("b1") == [m]
+    stamps = [(src, d.cluster) for src, _, d in fed.sent if isinstance(d, DgTimestamp)]
+    designated_a = CLUSTERS["a"][m[2] % 3]
+    designated_b = CLUSTERS["b"][m[2] % 2]
+    assert stamps == [(designated_b, "b"), (designated_a, "a")] or stamps == [
+        (designated_a, "a"), (designated_b, "b")]
+    acks_to_a = {dst for src, dst, d in fed.sent if isinstance(d, DgAck) and src[0] == "b"}
+    assert acks_to_a == set(CLUSTERS["a"])
+    assert all(member.counters["retransmit_timestamp"] == 0
+               for member in fed.members.values())
+
+
+@pytest.mark.parametrize("crashed", ["a", "b"])
+def test_a_crashed_designated_member_costs_a_retransmission_not_the_message(
+        crashed: str) -> None:
+    fed = Fed()
+    seq = fed.members["a1"].next_seq
+    down = CLUSTERS[crashed][seq % len(CLUSTERS[crashed])]
+    assert down != "a1"  # the sender stays up
+    fed.down = {down}
+    fed.emit("a1", fed.members["a1"].multicast(0.0, "g", b"x", ["a", "b"]))
+    fed.run(until=0.1)
+    m = fed.members["a1"].last_id
+    assert fed.ids("a1") == []  # the designated member's timestamp never came
+    fed.run(until=10.0)
+    for n in fed.members:
+        assert fed.ids(n) == ([] if n == down or n == "c1" else [m]), n
+    backups = [n for n in CLUSTERS[crashed] if n != down]
+    assert sum(fed.members[n].counters["retransmit_timestamp"] for n in backups) >= 1
+
+
+def test_a_timestamp_ordered_before_its_submit_is_acknowledged_again_with_it() -> None:
+    """b orders a's Timestamp before m's Submit: its ack says it lacks the Submit; once
+    the Submit is ordered it acks every member of a again, and no member of a has
+    anything left to send, without a single retransmission."""
+    fed = Fed()
+    outs = fed.members["a1"].multicast(0.0, "g", b"x", ["a", "b"])
+    held = [o for o in outs if isinstance(o, SendRemote)]
+    fed.emit("a1", [o for o in outs if not isinstance(o, SendRemote)])
+    fed.run()
+    m = fed.members["a1"].last_id
+    lacking = [d for src, _, d in fed.sent if isinstance(d, DgAck) and not d.submit]
+    assert {dst for src, dst, d in fed.sent
+            if isinstance(d, DgAck) and not d.submit} == set(CLUSTERS["a"]) and lacking
+    assert all(fed.members[n]._stamps for n in CLUSTERS["a"])
+    fed.emit("a1", held)  # type: ignore[arg-type]
+    fed.run()
+    assert all(not fed.members[n]._stamps for n in CLUSTERS["a"])
+    assert fed.ids("a2") == fed.ids("b1") == fed.ids("b2") == [m]
+    assert all(member.counters["retransmit_timestamp"] == 0
+               and member.counters["retransmit_submit"] == 0
+               for member in fed.members.values())

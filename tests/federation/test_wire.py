@@ -12,13 +12,16 @@ from amcast.protocols.errors import DecodeError
 from amcast.protocols.federation.wire import (
     MAGIC_DATAGRAM,
     MAGIC_RECORD,
+    MAX_BATCH,
     DgAck,
+    DgBatch,
     DgSubmit,
     DgTimestamp,
     RecState,
     RecStateRequest,
     RecSubmit,
     RecTimestamp,
+    batch,
     decode_datagram,
     decode_record,
     encode_datagram,
@@ -64,7 +67,7 @@ def test_datagrams_round_trip(dg: object) -> None:
 
 def test_a_datagram_of_another_version_is_refused_by_reason() -> None:
     data = bytearray(encode_datagram(DATAGRAMS[1]))
-    data[2] = 2
+    data[2] = 3
     with pytest.raises(DecodeError) as err:
         decode_datagram(bytes(data))
     assert err.value.reason == "version"
@@ -87,9 +90,36 @@ def test_malformed_datagrams_raise_decode_error(body: list[object]) -> None:
         decode_datagram(MAGIC_DATAGRAM + b"\x01" + msgpack.packb(body, use_bin_type=True))
 
 
+def test_a_batch_round_trips_and_is_its_datagrams_side_by_side() -> None:
+    encoded = [encode_datagram(d) for d in DATAGRAMS]
+    data = batch(encoded)
+    assert data == encode_datagram(DgBatch(tuple(DATAGRAMS)))  # type: ignore[arg-type]
+    assert decode_datagram(data) == DgBatch(tuple(DATAGRAMS))  # type: ignore[arg-type]
+    assert data[2] == 2 and len(data) == sum(len(d) - 3 for d in encoded) + 4
+    many = [encoded[2]] * MAX_BATCH  # 3 bytes of array header
+    assert decode_datagram(batch(many)) == DgBatch((DATAGRAMS[2],) * MAX_BATCH)
+    assert batch(encoded[:1]) == encoded[0]
+    with pytest.raises(ValueError):
+        batch(many + many[:1])
+
+
+@pytest.mark.parametrize("items", [
+    [],  # empty
+    [[2, [b"east", b"east-3", 1], True, [], False]],  # one: not a batch
+    [[2, [b"east", b"east-3", 1], True, [], False]] * (MAX_BATCH + 1),  # too many
+    [[2, [b"east", b"east-3", 1], True, [], False], [[2, [b"e", b"e-3", 1], True, [],
+                                                      False]] * 2],  # nested
+    [[2, [b"east", b"east-3", 1], True, [], False], [7, [b"east", b"east-3", 1]]],
+])
+def test_malformed_batches_raise_decode_error(items: list[object]) -> None:
+    with pytest.raises(DecodeError):
+        decode_datagram(MAGIC_DATAGRAM + b"\x02" + msgpack.packb(items, use_bin_type=True))
+
+
 def test_random_bytes_raise_only_decode_error() -> None:
     rng = random.Random(7)
     samples = [encode_record(r) for r in RECORDS] + [encode_datagram(d) for d in DATAGRAMS]
+    samples.append(encode_datagram(DgBatch(tuple(DATAGRAMS))))  # type: ignore[arg-type]
     for _ in range(3000):
         data = bytearray(rng.choice(samples))
         for _ in range(rng.randint(1, 3)):
@@ -119,6 +149,8 @@ def _header(dst: tuple[str, ...], nodes: int) -> int:
         len(encode_datagram(DgSubmit(m, dst, "group", payload))) - len(payload),
         len(encode_datagram(DgTimestamp(m, dst, dst[-1], 10**9))),
         len(encode_datagram(DgAck(m, True, dst, False))),
+        len(encode_datagram(DgBatch((DgTimestamp(m, dst, dst[-1], 10**9),) * MAX_BATCH)))
+        // MAX_BATCH + 1,  # a full batch: per datagram, and 3 bytes once
     ]
     return max(sizes)
 
