@@ -7,8 +7,9 @@ reconfiguration (virtual synchrony: the flush agrees the old view's last vertice
 every view builds its tree afresh (docs/swap.md), so a join or a leave costs what the
 membership layer's view change costs, plus whatever the ordering has in flight. This
 study measures that, per ``protocol.ordering``, on one seeded workload: n members
-(balanced tree), every running member sending ``agreed`` messages at ``rate`` per
-second from t = 0.5 s to the event + 1 s, and one event at t = 1.5 s:
+(balanced tree), every member but the one the event is about sending ``agreed``
+messages at ``rate`` per second from t = 0.5 s to the event + 1 s (the same with the
+event and without it), and one event at t = 1.5 s:
 
 - ``join``: node n - 1 starts (the others formed their first view without it);
 - ``leave``: node n - 1 leaves gracefully (a leaf of every tree shape);
