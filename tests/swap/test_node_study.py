@@ -91,3 +91,11 @@ def test_joins_and_leaves_cost_one_view_change_in_every_mode(event: str) -> None
         assert r.extra_membership > 0, r  # the view change itself
         if r.mode == "toto":
             assert r.extra_swap == 0
+
+
+@pytest.mark.parametrize("mode", s.MODES)
+def test_the_saturation_bound_is_measured_and_checked(mode: str) -> None:
+    rate, bad = s.saturation(mode, n=4, seeds=(1,), messages=30)
+    assert bad == 0 and rate > 1000  # messages per virtual second
+    again, _ = s.saturation(mode, n=4, seeds=(1,), messages=30)
+    assert again == rate  # deterministic
