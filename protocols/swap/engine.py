@@ -27,21 +27,12 @@ every view: under virtual synchrony a view is a global reconfiguration, so secti
   everything before it (its predecessor's own chain may still be waiting for a request
   in flight: the arrow's queue is built piecewise); a *delivered* message's chain is
   complete back to ⊥, and every id in it has its successor, so a swap started after a
-  delivery returns an id that ends up after it. Hence a member starts a swap only
-  once no causal vertex waits in its hold-back (the ordered past of a causal message
-  sent before is then delivered), and the vertex carries only messages submitted
-  before the swap started (everything their sender had delivered comes first). A
-  ``causal`` message's hold-back waits for the ordered vertices of its causal past as
-  with ToTo.
-- *FIFO.* Combining and hybrid: a member starts a swap only once its previous own
-  vertex is delivered here, so the next one goes after it. Arrow (swaps in a row): its
-  swap k + 1 starts once swap k is resolved (one request in flight per member), with
-  no delivery in between: at swap k's start the member became a sink holding (me, k),
-  so swap k + 1 is local (predecessor (me, k)) or follows the arrows to requests
-  queued after (me, k) (the arrow is a distributed queue, each node's requests queued
-  in the order it issued them). Without the delivery wait the hybrid broke causal
-  order on one seed of 420 of the membership sweep (seed 1360), so it keeps the wait,
-  and so does combining, whose climb it shares.
+  delivery returns an id that ends up after it. Hence a member starts a swap only once
+  its previous own vertex is delivered here (FIFO) and no causal vertex waits in its
+  hold-back (the ordered past of a causal message sent before is then delivered), and
+  the vertex carries only messages submitted before the swap started (everything
+  their sender had delivered comes first). A ``causal`` message's hold-back waits for
+  the ordered vertices of its causal past as with ToTo.
 - *View change: total order with gaps (section 6.3).* A message whose vertex was not
   sent when the view froze stays queued at its sender and is swapped again in the next
   view (its id of the old view is never used). Its old swap may have been resolved and
@@ -137,9 +128,8 @@ class SwapOrdering:
 
     def header(self, now: float, queued: int, unheld: bool) -> tuple[int, Ordered] | None:
         """``(k, <pred, (me, k)>)`` for the next ordered vertex, or None while its swap
-        is in flight. A swap starts here when none is (the previous one resolved and
-        its vertex made), this member's previous vertex has taken its place in the order
-        here unless the ordering is the arrow (FIFO either way: module docstring) and
+        is in flight. A swap starts here when none is, this member's previous vertex
+        has taken its place in the order here (so the next one goes after it: FIFO) and
         no causal vertex waits in the hold-back (``unheld``: the ordered vertices in the
         causal past of the causal ones sent before are placed, so they go before this
         one); the vertex may then carry only the first ``queued`` messages (``limit``),
@@ -147,7 +137,7 @@ class SwapOrdering:
         sender had delivered: causal order)."""
         self._now = now
         if (self._ready is None and self._asked is None and unheld
-                and (self._fifo_by_itself() or self._own_placed >= self._k)):
+                and self._own_placed >= self._k):
             self.limit = queued
             self._k += 1
             self._asked = self._k
@@ -156,11 +146,6 @@ class SwapOrdering:
             if self._ready is not None:
                 self.local_swaps += 1
         return self._ready
-
-    def _fifo_by_itself(self) -> bool:
-        """The swap protocol keeps this member's swaps in order without waiting for
-        deliveries (the arrow; module docstring)."""
-        return self.ordering == "arrow"
 
     def frame(self, items: tuple[Item, ...]) -> tuple[Item, ...]:
         """The items of the vertex that consumes ``header``'s answer."""
