@@ -161,7 +161,12 @@ def installed(probe: Probe) -> Iterator[Probe]:
     patch(node_module, "encode", encode_and_keep)
     # a received datagram: authenticated, then decoded unless it repeats a heartbeat
     patch(Authenticator, "open", probe.timed("wire", Authenticator.open))
-    patch(node_module, "decode_body", probe.timed("wire", node_module.decode_body))
+    make_decoder = node_module.make_decoder  # each Node builds its decoder once
+
+    def timed_decoder(limits: Any, core: Any = None) -> Any:
+        return probe.timed("wire", make_decoder(limits, core))
+
+    patch(node_module, "make_decoder", timed_decoder)
     patch(TotalOrderEngine, "insert", insert_and_keep)
     patch(TotalOrderEngine, "close", probe.timed("ordering", TotalOrderEngine.close))
     for name in ("receive_datagram", "handle_timer", "datagrams_to_send", "submit",
