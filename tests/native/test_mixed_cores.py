@@ -103,8 +103,9 @@ def test_the_membership_sweep_passes_with_native_nodes_and_with_a_mix(mix: str) 
 @pytest.mark.slow
 @pytest.mark.parametrize("mix", ["native", "mixed"])
 def test_the_long_membership_sweep_passes_with_native_nodes_and_with_a_mix(mix: str) -> None:
-    report = run_membership_sweep(range(200), n_range=(3, 6), messages_per_node=25,
-                                  cores=MIXES[mix], jobs=min(2, os.cpu_count() or 1))
+    # seeds after the fast tier's; one process: pytest-xdist already uses every core
+    report = run_membership_sweep(range(24, 124), n_range=(3, 6), messages_per_node=25,
+                                  cores=MIXES[mix], jobs=1)
     assert report["ok"], report["notes"][:10]
 
 
