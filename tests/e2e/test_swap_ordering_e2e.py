@@ -64,8 +64,14 @@ def test_a_daemon_with_another_ordering_is_refused_with_the_reason(short_dir: Pa
             "the group refused this daemon's join: config_mismatch: ordering: "), problems
         assert ("'arrow:balanced/2' (coordinator), 'combining:balanced/2' (refused daemon)"
                 in problems[0]), problems
-        both = [status(s) for s in cluster.sockets[:2]]
-        assert all(s["view"]["members"] == [0, 1] and s["view"]["primary"] for s in both), both
+        # the two agreeing daemons install their view of two (the refusal may come first)
+        deadline = time.monotonic() + 60
+        while True:
+            both = [status(s) for s in cluster.sockets[:2]]
+            if all(s["view"]["members"] == [0, 1] and s["view"]["primary"] for s in both):
+                break
+            assert time.monotonic() < deadline, both
+            time.sleep(0.3)
         assert all(s["variant"] == "arrow" for s in both)  # `amcast status` names it
     finally:
         cluster.stop()
