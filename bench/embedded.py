@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +33,7 @@ from amcast.loadgen import MIN_SIZE, LoadReport, Receiver, send_load
 from amcast.localcluster import LocalCluster
 from amcast.member import Member
 
+from .children import collect_children, spawn_child
 from .cluster import cpu_seconds, protocol_settings
 from .options import group_sizes
 
@@ -97,24 +97,6 @@ def _child(arg: str) -> dict[str, Any]:
 
 
 # ---- the run ----------------------------------------------------------------------------
-def _spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "bench", NAME, "--child", json.dumps(spec)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
-
-
-def _collect(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict[str, Any]]:
-    reports = []
-    for k, p in enumerate(procs):
-        out, err = p.communicate(timeout=timeout)
-        if p.returncode != 0:
-            lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-            raise RuntimeError(f"node {k} exited {p.returncode}: "
-                               f"{lines[-1] if lines else 'no output'}")
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
-
-
 def _one(n: int, mode: str, args: argparse.Namespace, base: Path) -> list[Any]:
     cluster = LocalCluster(n, base / f"{mode}-n{n}", protocol=protocol_settings(args.protocol),
                            metrics=False)
@@ -126,17 +108,17 @@ def _one(n: int, mode: str, args: argparse.Namespace, base: Path) -> list[Any]:
     if mode == "daemon":
         cluster.start()
         try:
-            procs = [_spawn({**spec, "tag": i, "config": "", "socket": s})
+            procs = [spawn_child(NAME, {**spec, "tag": i, "config": "", "socket": s})
                      for i, s in enumerate(cluster.sockets)]
-            reports = _collect(procs, timeout=total + 180)
+            reports = collect_children(procs, total + 180, "node")
             daemon_cpu = sum(cpu_seconds(node.pid) for node in cluster.nodes if node.pid)
         finally:
             cluster.stop()
     else:
         cluster.write_configs()
-        procs = [_spawn({**spec, "tag": i, "config": str(node.config), "socket": ""})
+        procs = [spawn_child(NAME, {**spec, "tag": i, "config": str(node.config), "socket": ""})
                  for i, node in enumerate(cluster.nodes)]
-        reports = _collect(procs, timeout=total + 180)
+        reports = collect_children(procs, total + 180, "node")
     sender = reports[0]
     cpu = daemon_cpu + sum(r["cpu_s"] for r in reports)
     ordered = sender["sent"]

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from amcast.client import Client, ClientTimeout, DeliveredBatch
 from amcast.localcluster import LocalCluster
 from amcast.localfederation import LocalFederation
 
+from .children import collect_children, spawn_child
 from .options import group_sizes
 
 NAME = "federation"
@@ -120,24 +120,6 @@ async def _shard(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- the run ----------------------------------------------------------------------------
-def _spawn(spec: dict[str, Any]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "bench", NAME, "--child", json.dumps(spec)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
-
-
-def _collect(procs: list[subprocess.Popen[str]], timeout: float) -> list[dict[str, Any]]:
-    out = []
-    for k, p in enumerate(procs):
-        stdout, err = p.communicate(timeout=timeout)
-        if p.returncode != 0:
-            lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-            raise RuntimeError(f"shard {k} exited {p.returncode}: "
-                               f"{lines[-1] if lines else 'no output'}")
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
-    return out
-
-
 def _row(k: int, share: int, setup: str, reports: list[dict[str, Any]],
          duration: float) -> list[Any]:
     def rate(kind: str) -> float:
@@ -160,12 +142,13 @@ def _one(k: int, shares: list[int], args: argparse.Namespace, base: Path) -> lis
     fed.start(timeout=120)
     try:
         for share in shares if k > 1 else [0]:  # one cluster: every message is local
-            procs = [_spawn({**common, "federation": True, "share": share, "shard": i,
+            procs = [spawn_child(NAME, {**common, "federation": True, "share": share, "shard": i,
                              "socket": fed.sockets(name)[0], "group": "shard",
                              "next_group": "shard", "cluster": name,
                              "next_cluster": names[(i + 1) % k], "members": 1})
                      for i, name in enumerate(names)]
-            rows.append(_row(k, share, "federation", _collect(procs, total), args.duration))
+            reports = collect_children(procs, total, "shard")
+            rows.append(_row(k, share, "federation", reports, args.duration))
     finally:
         fed.stop(timeout=20)
     print(f"[bench federation] one cluster of {k * args.nodes} ...", file=sys.stderr,
@@ -174,13 +157,13 @@ def _one(k: int, shares: list[int], args: argparse.Namespace, base: Path) -> lis
     one.start(timeout=120)
     try:
         for share in shares if k > 1 else [0]:
-            procs = [_spawn({**common, "federation": False, "share": share, "shard": i,
+            procs = [spawn_child(NAME, {**common, "federation": False, "share": share, "shard": i,
                              "socket": one.sockets[i * args.nodes], "group": f"shard-{i}",
                              "next_group": f"shard-{(i + 1) % k}", "cluster": "",
                              "next_cluster": "", "members": 1})
                      for i in range(k)]
-            rows.append(_row(k, share, "broadcast and filter", _collect(procs, total),
-                             args.duration))
+            reports = collect_children(procs, total, "shard")
+            rows.append(_row(k, share, "broadcast and filter", reports, args.duration))
     finally:
         one.stop(timeout=20)
     return rows
