@@ -18,12 +18,16 @@ m2, and messages delivered at both keep one order. Two ways to skip:
 - ``skip(now)``: nobody can tell the missing header (say its sender failed between
   the swap and the multicast). The member gives up: a ``Gap`` with ``missing=None``
   ("one or more messages missing") and delivery resumes at the waiting chain head with
-  the lowest id. The choice depends only on the set of waiting messages, so members
-  that skip holding the same fragments skip the same way and keep one order: skip only
-  once the multicast has drained (every member holds what it will ever get). A member
-  that skips early and then receives the missing message places it after its position
-  (below), where members that did not skip delivered it earlier: the one order of
-  common messages is then lost, which is why the skip is the caller's decision.
+  the lowest id; with ``fifo`` (the Node's view close, whose members send swaps in a
+  row: ``engine.py``) the lowest among the heads whose chain may go first with every
+  origin's ids (origin, n) in increasing n: a chain holding an (o, j) while another
+  holds an (o, i) with i < j waits. The choice depends only on the set of waiting
+  messages, so members that skip holding the same fragments skip the same way and keep
+  one order: skip only once the multicast has drained (every member holds what it will
+  ever get). A member that skips early and then receives the missing message places it
+  after its position (below), where members that did not skip delivered it earlier:
+  the one order of common messages is then lost, which is why the skip is the
+  caller's decision.
 
 A skip leaves chain ends whose successor is unknown (the skipped fragments may be in
 the wrong order among themselves). The next message naming such an end as its
@@ -135,8 +139,9 @@ class DeliveryBuffer:
         self._lost_headers[key] = msg_id
         return gap + self._drain(now)
 
-    def skip(self, now: float) -> list[DeliveryEvent]:
-        """Give up on a missing predecessor: resume at the chain head with the lowest id.
+    def skip(self, now: float, fifo: bool = False) -> list[DeliveryEvent]:
+        """Give up on a missing predecessor: resume at the chain head with the lowest id
+        (``fifo``: the lowest of the heads whose chain may go first, ``_fifo_heads``).
 
         The chains are made of the waiting messages and the known headers of lost ones; a
         head is an element whose predecessor is not an element."""
@@ -147,6 +152,8 @@ class DeliveryBuffer:
         heads += [(m, p) for p, m in self._lost_headers.items() if p not in ids]
         if not heads:
             return []
+        if fifo:
+            heads = self._fifo_heads(heads)
         head, pred = min(heads, key=lambda hp: hp[0])
         gap = Gap(self.member, self.last, None, now)
         if head in self._waiting_ids:
@@ -155,6 +162,35 @@ class DeliveryBuffer:
             self._lost_headers[self.last] = self._lost_headers.pop(pred)
         self._moved.add(head)
         return [gap, *self._drain(now)]
+
+    def _fifo_heads(
+        self, heads: list[tuple[MsgId, MsgId | None]]
+    ) -> list[tuple[MsgId, MsgId | None]]:
+        """The heads whose chain may go first with every origin's ids in their order (an
+        id is (origin, n), n counting that origin's messages up): those whose chain
+        holds no (o, j) while another chain holds an (o, i) with i < j. All heads if
+        none may (no order of the chains keeps every origin's: impossible for chains cut
+        out of one order that kept them)."""
+        lowest: list[dict[int, int]] = []
+        highest: list[dict[int, int]] = []
+        for head, _ in heads:
+            low: dict[int, int] = {}
+            high: dict[int, int] = {}
+            at: MsgId | None = head
+            while at is not None:
+                o, n = at
+                low[o] = min(low.get(o, n), n)
+                high[o] = max(high.get(o, n), n)
+                nxt = self._waiting.get(at)
+                at = nxt[1].msg_id if nxt is not None else self._lost_headers.get(at)
+            lowest.append(low)
+            highest.append(high)
+        free = [
+            hp for i, hp in enumerate(heads)
+            if not any(j != i and n > lowest[j].get(o, n)
+                       for j in range(len(heads)) for o, n in highest[i].items())
+        ]
+        return free or heads
 
     def _drain(self, now: float) -> list[DeliveryEvent]:
         out: list[DeliveryEvent] = []

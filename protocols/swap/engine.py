@@ -23,26 +23,38 @@ every view: under virtual synchrony a view is a global reconfiguration, so secti
   causally released ordered vertex feeds <pred, id> to a ``delivery.DeliveryBuffer``;
   its deliveries are one chain, the same at every member, handed back as
   ``MessageDelivered`` in chain order. Causal and ack-only vertices take no place.
-- *FIFO and causal order.* A resolved swap does not place its message after
-  everything before it (its predecessor's own chain may still be waiting for a request
-  in flight: the arrow's queue is built piecewise); a *delivered* message's chain is
-  complete back to ⊥, and every id in it has its successor, so a swap started after a
-  delivery returns an id that ends up after it. Hence a member starts a swap only once
-  its previous own vertex is delivered here (FIFO) and no causal vertex waits in its
-  hold-back (the ordered past of a causal message sent before is then delivered), and
-  the vertex carries only messages submitted before the swap started (everything
-  their sender had delivered comes first). A ``causal`` message's hold-back waits for
-  the ordered vertices of its causal past as with ToTo.
+- *FIFO and causal order: swaps in a row.* A member starts its next swap once the
+  previous one is resolved (one request of its own in flight), without waiting for
+  that vertex's delivery (``IN_A_ROW``: every mode), and no causal vertex waits in its
+  hold-back (the ordered past of a causal message sent before is then delivered); the
+  vertex carries only messages submitted before the swap started (everything their
+  sender had delivered comes first: a delivered message's chain is complete back to
+  ⊥, and a swap started after a delivery returns an id that ends up after it). Its
+  swap k + 1 ends up after its swap k in every mode: arrow, at swap k's start the
+  member became a sink holding (me, k), so swap k + 1 is local or follows the arrows to
+  requests queued after (me, k) (a distributed queue, each node's requests in the order
+  it issued them); combining, swap k + 1's request climbs the path of the request
+  that carried (me, k), behind it on FIFO links, and a node holding both combines them
+  in arrival order; hybrid, the same up to R, then the arrow's queue inside R. Only a
+  view's close can break it (``close``): a request or a reply lost with a member that
+  leaves the view cuts the chain, and one origin's swaps k and k + 1 may then wait in
+  two fragments; the close skips fragments in an order that keeps every origin's ids
+  in their order (``DeliveryBuffer.skip(fifo=True)``: they are pieces of the one
+  order the lost requests would have completed, which kept them). With the plain
+  lowest-head skip the hybrid broke causal order on membership sweep seed 1360
+  (``tests/swap/test_pipelined_swaps.py``, docs/swap.md "FIFO").
+- *A causal message*'s hold-back waits for the ordered vertices of its causal past as
+  with ToTo.
 - *View change: total order with gaps (section 6.3).* A message whose vertex was not
   sent when the view froze stays queued at its sender and is swapped again in the next
   view (its id of the old view is never used). Its old swap may have been resolved and
   become another message's predecessor: that fragment of the chain waits for a
   predecessor that never comes. ``close`` (the flush agreed the final DAG: every member
   completing the view holds the same vertices) drains the chain and then skips
-  (``DeliveryBuffer.skip``: the waiting fragment with the lowest head id goes on, after
-  a gap) until nothing waits: the same decisions at every survivor. Each message
-  delivered right after such a hole is in ``gap_before`` (the session reports a
-  ``SwapGap``).
+  (``DeliveryBuffer.skip``: the waiting fragment with the lowest head id among those
+  that keep every origin's ids in order goes on, after a gap) until nothing waits: the
+  same decisions at every survivor. Each message delivered right after such a hole is
+  in ``gap_before`` (the session reports a ``SwapGap``).
 """
 
 from __future__ import annotations
@@ -66,6 +78,9 @@ from .tree import SpanningTree
 
 ORDERINGS = ("toto", "arrow", "combining", "hybrid")
 SWAP_ORDERINGS = ("arrow", "combining", "hybrid")
+IN_A_ROW = frozenset({"arrow", "combining", "hybrid"})
+"""The orderings whose member starts its next swap once the previous one is resolved,
+without waiting for that vertex's delivery (module docstring, "FIFO")."""
 HEADER_RESERVE = 48
 """Bytes an ordered vertex's items give up for the swap header and a framed fragment."""
 
@@ -128,16 +143,18 @@ class SwapOrdering:
 
     def header(self, now: float, queued: int, unheld: bool) -> tuple[int, Ordered] | None:
         """``(k, <pred, (me, k)>)`` for the next ordered vertex, or None while its swap
-        is in flight. A swap starts here when none is, this member's previous vertex
-        has taken its place in the order here (so the next one goes after it: FIFO) and
-        no causal vertex waits in the hold-back (``unheld``: the ordered vertices in the
-        causal past of the causal ones sent before are placed, so they go before this
-        one); the vertex may then carry only the first ``queued`` messages (``limit``),
-        those submitted before the swap started (so it goes after everything their
-        sender had delivered: causal order)."""
+        is in flight. A swap starts here when none is (the previous one resolved: in
+        ``IN_A_ROW`` modes the next one goes after it without more, otherwise this
+        member's previous vertex must also have taken its place in the order here;
+        FIFO, module docstring) and no causal vertex waits in the hold-back
+        (``unheld``: the ordered vertices in the causal past of the causal ones sent
+        before are placed, so they go before this one); the vertex may then carry only
+        the first ``queued`` messages (``limit``), those submitted before the swap
+        started (so it goes after everything their sender had delivered: causal
+        order)."""
         self._now = now
         if (self._ready is None and self._asked is None and unheld
-                and self._own_placed >= self._k):
+                and (self._in_a_row() or self._own_placed >= self._k)):
             self.limit = queued
             self._k += 1
             self._asked = self._k
@@ -146,6 +163,11 @@ class SwapOrdering:
             if self._ready is not None:
                 self.local_swaps += 1
         return self._ready
+
+    def _in_a_row(self) -> bool:
+        """Whether this member's next swap may start before its previous vertex is
+        delivered here (swaps in a row: ``IN_A_ROW``, module docstring)."""
+        return self.ordering in IN_A_ROW
 
     def frame(self, items: tuple[Item, ...]) -> tuple[Item, ...]:
         """The items of the vertex that consumes ``header``'s answer."""
@@ -262,11 +284,14 @@ class SwapOrdering:
         return out
 
     def close(self) -> list[MessageDelivered]:
-        """The view's final DAG is agreed: deliver the fragments left, lowest head first,
-        each after a gap (deterministic: the same at every member holding the DAG)."""
+        """The view's final DAG is agreed: deliver the fragments left, each after a gap,
+        lowest head first among those that keep every origin's ids in order (swaps in a
+        row leave one origin's vertices in several fragments: module docstring; the
+        choice depends on the fragments only, the same at every member holding the
+        DAG)."""
         out: list[MessageDelivered] = []
         while self.buffer.waiting:
-            events = self.buffer.skip(self._now)
+            events = self.buffer.skip(self._now, fifo=True)
             if not events:  # no chain head: impossible for ids that each name one pred
                 break
             out += self._delivered(events, DeliveryRule.FLUSH)

@@ -87,3 +87,30 @@ def test_a_joiner_starts_where_its_neighbour_is() -> None:
     new.transfer_from(old)
     assert new.receive(0.0, P1) == []  # already behind it
     assert ids(new.receive(0.0, P2)) == [M2]
+
+
+def test_fifo_skip_keeps_each_origins_ids_in_order() -> None:
+    """The view-close skip of a member sending swaps in a row (membership sweep seed
+    1360, hybrid): node 7's (7, 7) .. (7, 9) wait behind the lost (5, 6), its (7, 10)
+    behind the lost (0, 9) in a fragment whose head (1, 10) is lower than (7, 7)."""
+    first = [Ordered((5, 6), (7, 7)), Ordered((7, 7), (6, 10)), Ordered((6, 10), (7, 8))]
+    second = [Ordered((0, 9), (1, 10)), Ordered((1, 10), (7, 10)), Ordered((7, 10), (3, 11))]
+    lowest_head, fifo = DeliveryBuffer(0), DeliveryBuffer(1)
+    for b in (lowest_head, fifo):
+        for o in second + first:
+            assert b.receive(0.0, o) == []
+    got = lowest_head.skip(1.0) + lowest_head.skip(1.0)
+    assert ids(got) == [("gap", None), (1, 10), (7, 10), (3, 11),
+                        ("gap", None), (7, 7), (6, 10), (7, 8)]  # (7, 10) before (7, 7)
+    got = fifo.skip(1.0, fifo=True) + fifo.skip(1.0, fifo=True)
+    assert ids(got) == [("gap", None), (7, 7), (6, 10), (7, 8),
+                        ("gap", None), (1, 10), (7, 10), (3, 11)]
+    assert fifo.skip(1.0, fifo=True) == []
+
+
+def test_fifo_skip_without_an_order_of_the_fragments_takes_the_lowest_head() -> None:
+    b = DeliveryBuffer(0)
+    for o in (Ordered((9, 9), (1, 1)), Ordered((1, 1), (2, 2)),
+              Ordered((8, 8), (2, 1)), Ordered((2, 1), (1, 2))):
+        b.receive(0.0, o)
+    assert ids(b.skip(1.0, fifo=True)) == [("gap", None), (1, 1), (2, 2)]
