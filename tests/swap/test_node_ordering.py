@@ -131,17 +131,17 @@ def test_a_crashed_sender_leaves_the_same_hole_at_every_survivor() -> None:
 def test_without_the_swap_start_gates_causal_order_breaks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The planted violation of the FIFO and hold-back gates (``SwapOrdering.header``):
-    a swap started before the member's own previous vertex is placed, or while a causal
-    vertex waits for its ordered past, can be ordered before that past; the membership
-    sweep's seed 13 (arrow) then delivers messages before their causes."""
+    """The planted violation of the hold-back gate (``SwapOrdering.header``'s
+    ``unheld``; the arrow sends swaps in a row, so no FIFO wait is left to drop): a swap
+    started while a causal vertex waits for its ordered past can be ordered before that
+    past; the membership sweep's seed 13 (arrow) then delivers messages before their
+    causes."""
     assert not seed_outcome(13, n_range=(3, 8), messages_per_node=36,
                             ordering="arrow").violations
     gated = SwapOrdering.header
 
     def ungated(self: SwapOrdering, now: float, queued: int,
                 unheld: bool) -> tuple[int, Ordered] | None:
-        self._own_placed = self._k
         return gated(self, now, queued, True)
 
     monkeypatch.setattr(SwapOrdering, "header", ungated)
