@@ -609,11 +609,11 @@ class Metrics:
 
     def set_core(self, core: Mapping[str, str]) -> None:
         """``amcast_core_info``: 1, labelled with which implementation runs each part of
-        the data path (``Daemon.core``: ``decode``, ``seal``, ``modules``)."""
+        the data path (``Daemon.core``, ``Node.core``'s parts)."""
         if self._core is None:
             self._core = Gauge("amcast_core_info",
                                "1; the labels say which implementation runs each part of "
-                               "the data path (native or pure; compiled or interpreted)",
+                               "the data path (native or pure)",
                                labelnames=sorted(core), registry=self.registry)
         self._core.labels(**core).set(1)
 

@@ -71,7 +71,7 @@ from ..protocols.events import (
     ViewInstalled,
 )
 from ..protocols.node import Node
-from . import fanout, health, native, observe, reload, shutdown
+from . import fanout, health, observe, reload, shutdown
 from .access import AccessPolicy
 from .api import ApiServer, ClientConnection, ensure_fd_limit
 from .config import DaemonConfig
@@ -139,8 +139,8 @@ class Daemon:
         ordering = self.node_config.ordering
         self.variant = str(self.node_config.rule) if ordering == "toto" else ordering
         self.core: dict[str, str] = {}
-        """Which implementation runs each part of the data path (``Node.core``) and the
-        protocol modules (``native.state``: compiled by mypyc or interpreted); set at start."""
+        """Which implementation runs each part of the data path (``Node.core``); set at
+        start."""
         # one envelope should fit one datagram (the engine fragments bigger ones)
         self.envelope_bytes = self.limits.envelope_bytes
         seed = config.node.seed
@@ -244,7 +244,7 @@ class Daemon:
             incarnation_floor=int(self._wall_clock() * 1000),
         )
         self._follow_wall_clock()
-        self.core = {**self.node.core, "modules": native.state()["protocol_core"]}
+        self.core = dict(self.node.core)
         self.metrics.set_core(self.core)
         self.groups = Groups(self.node_id, self.api.members_of, self,
                              agreed=hasattr(self.node, "membership"),
