@@ -349,9 +349,10 @@ class Federation:
         """At shutdown: ``undelivered`` (``reason`` ``shutting_down``) for every own
         multicast not committed and not reported yet; returns how many."""
         member = self.member
-        items = [(m, ()) for m in list(self._origins)
-                 if (member is not None and member.owns(m))
-                 or (self._previous is not None and self._previous.owns(m))]
+        items: list[tuple[FedId, tuple[str, ...]]] = [
+            (m, ()) for m in list(self._origins)
+            if (member is not None and member.owns(m))
+            or (self._previous is not None and self._previous.owns(m))]
         return self._fail(items, "shutting_down")
 
     def _fail(self, items: list[tuple[FedId, tuple[str, ...]]], reason: str) -> int:
