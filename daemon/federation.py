@@ -461,6 +461,7 @@ class Federation:
         status = self.status()
         return {"in_flight": status["in_flight"], "sent": self.sent,
                 "delivered": self.delivered, "stalled": self.stalled,
+                "undelivered": self.reported_undelivered,
                 "remote_drops": dict(self.remote_drops),
                 "reachable": {name: c["reachable"] for name, c in status["clusters"].items()}}
 
