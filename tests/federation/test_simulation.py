@@ -36,6 +36,8 @@ def test_a_hundred_seeds_hold_every_property() -> None:
     assert result["snapshots installed"] > 20  # type: ignore[operator]
     assert result["retransmissions"] > 1000  # type: ignore[operator]
     assert result["stall reports"] > 0  # type: ignore[operator]
+    # the deadline (4 s) fired during unreachable windows: reported, delivered later
+    assert result["undelivered reports"] > 0  # type: ignore[operator]
 
 
 @pytest.mark.slow
