@@ -357,7 +357,8 @@ class Federation:
 
     def _fail(self, items: list[tuple[FedId, tuple[str, ...]]], reason: str) -> int:
         """One ``undelivered`` frame per run of consecutive messages of one send frame
-        (their origins forgotten: each is reported once); returns how many messages."""
+        (their origins forgotten: each is reported once); returns how many messages
+        were reported to a client still connected."""
         runs: list[tuple[int, Any, int, int, tuple[str, ...]]] = []
         for m, waiting in items:
             origin = self._origins.pop(m, None)
@@ -376,10 +377,10 @@ class Federation:
                "shutting_down": "this daemon stopped before every destination cluster "
                                 "acknowledged holding them"}[reason]
         for client, ref, first, count, waiting in runs:
-            reported += count
             conn = self.host.api.clients.get(client)
-            if conn is None:
+            if conn is None:  # the client is gone: nobody to tell
                 continue
+            reported += count
             conn.fail(
                 "undelivered",
                 f"cross-cluster messages {first}..{first + count - 1} of this send frame: "
