@@ -422,7 +422,7 @@ class Daemon:
             return "shutting_down"
         fed = self.federation
         if clusters is not None and (fed is None or not fed.is_local(clusters)):
-            return self._send_global(conn, groups, payloads, clusters)
+            return self._send_global(conn, groups, payloads, clusters, ref)
         level = LEVELS[service]
         cid = conn.id
         total = sum(map(len, payloads))
@@ -454,7 +454,7 @@ class Daemon:
         return None
 
     def _send_global(self, conn: ClientConnection, groups: list[str],
-                     payloads: list[bytes], clusters: list[str]) -> str | None:
+                     payloads: list[bytes], clusters: list[str], ref: Any = None) -> str | None:
         fed = self.federation
         if fed is None:
             return "unknown_cluster"
@@ -465,7 +465,7 @@ class Daemon:
         if queue and not queue.fits(sum(map(len, payloads)) + 256 * len(payloads)):
             return "overloaded"
         self.counters.messages_accepted += len(payloads)
-        refused = fed.multicast(conn.id, groups[0], payloads, clusters)
+        refused = fed.multicast(conn.id, groups[0], payloads, clusters, ref)
         self.request_pump()
         return refused
 
