@@ -75,3 +75,8 @@ def make_engine(members: Sequence[int], config: OrderingConfig | None = None,
 def engine_core(engine: object) -> str:
     """``native`` or ``pure``: the core of an engine ``make_engine`` made."""
     return "pure" if isinstance(engine, TotalOrderEngine) else "native"
+
+
+def engine_core_for(core: str | None, n: int) -> str:
+    """``native`` or ``pure``: the core ``make_engine`` picks for ``n`` members."""
+    return "pure" if engine_class(core, n) is TotalOrderEngine else "native"

@@ -599,3 +599,93 @@ impl<P> fmt::Debug for Engine<P> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Out = Vec<Delivery<&'static str>>;
+
+    fn engine(rule: Rule, n: usize, leave: bool) -> Engine<&'static str> {
+        let members: Vec<i64> = (1..=n as i64).collect();
+        let phi = match rule {
+            Rule::Gtoto | Rule::Gltoto => (n as f64 / 2.0).max(1.5),
+            _ => n as f64 / 2.0,
+        };
+        Engine::new(&members, rule, phi, leave).unwrap()
+    }
+
+    fn ids(out: &Out) -> Vec<(i64, i64, Fired)> {
+        out.iter().map(|d| (d.sender, d.seq, d.rule)).collect()
+    }
+
+    #[test]
+    fn lex_waits_for_every_member_then_delivers_the_roots_in_id_order() {
+        let mut e = engine(Rule::Lex, 3, false);
+        let mut out = Out::new();
+        e.insert(2, 1, &[], Some("b"), &mut out).unwrap();
+        e.insert(1, 1, &[], Some("a"), &mut out).unwrap();
+        assert!(out.is_empty());
+        e.insert(3, 1, &[(1, 1), (2, 1)], None, &mut out).unwrap();
+        assert_eq!(ids(&out), [(1, 1, Fired::Default), (2, 1, Fired::Default)]);
+        assert_eq!((out[0].position, out[1].position, out[0].ntail, out[0].nvt), (0, 1, 3, 2));
+        assert_eq!((e.pending(), e.pending_payloads(), e.activation), (1, 0, 1));
+        out.clear();
+        e.close(&mut out);
+        assert!(out.is_empty(), "an ack-only vertex delivers nothing");
+        assert_eq!((e.pending(), e.delivered_vertices, e.delivered_ack_only), (0, 3, 1));
+    }
+
+    #[test]
+    fn a_majority_of_votes_delivers_early_and_ack_roots_leave() {
+        let mut e = engine(Rule::Gltoto, 3, true);
+        let mut out = Out::new();
+        e.insert(1, 1, &[], Some("a"), &mut out).unwrap();
+        e.insert(2, 1, &[(1, 1)], None, &mut out).unwrap();
+        assert_eq!(ids(&out), [(1, 1, Fired::Early)]);
+        assert_eq!((out[0].nvt, out[0].unseen), (2, 1));
+        // the ack of a delivered message only leaves at once
+        assert_eq!(e.pending(), 0);
+        out.clear();
+        e.insert(3, 1, &[(1, 1)], None, &mut out).unwrap();
+        assert_eq!((e.pending(), e.delivered_ack_only), (0, 2));
+    }
+
+    #[test]
+    fn bad_messages_are_refused_and_change_nothing() {
+        let mut e = engine(Rule::Stoto, 3, false);
+        let mut out = Out::new();
+        e.insert(1, 1, &[], Some("a"), &mut out).unwrap();
+        let cases: [(i64, i64, &[(i64, i64)], Violation); 6] = [
+            (9, 1, &[], Violation::UnknownSender),
+            (1, 1, &[], Violation::Duplicate { expected: 2 }),
+            (1, 3, &[], Violation::SequenceGap { expected: 2 }),
+            (2, 1, &[(1, 1), (7, 1)], Violation::AckNonMember { ack: 1 }),
+            (2, 1, &[(1, 2)], Violation::AckUnknown { ack: 0 }),
+            (2, 1, &[(1, 0)], Violation::AckUnknown { ack: 0 }),
+        ];
+        for (sender, seq, acks, want) in cases {
+            assert_eq!(e.insert(sender, seq, acks, Some("x"), &mut out), Err(want));
+        }
+        assert_eq!(Violation::AckUnknown { ack: 0 }.detail(2, 1, &[(1, 2)]),
+                   "(2, 1) acks unseen (1, 2)");
+        assert_eq!(Violation::Duplicate { expected: 2 }.reason(), "duplicate");
+        assert_eq!((e.pending(), e.pending_payloads()), (1, 1));
+        e.close(&mut out);
+        assert_eq!(ids(&out), [(1, 1, Fired::Flush)]);
+    }
+
+    #[test]
+    fn sizes_beyond_the_masks_are_refused() {
+        let members: Vec<i64> = (0..129).collect();
+        assert!(Engine::<()>::new(&members, Rule::Lex, 64.5, false).is_err());
+        let members: Vec<i64> = (0..128).map(|i| i * 1_000_003).collect();
+        let mut e = Engine::<()>::new(&members, Rule::Lex, 64.0, false).unwrap();
+        let mut out = Vec::new();
+        for &m in &members {
+            e.insert(m, 1, &[], Some(()), &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 128, "every member voted: the default rule delivers all roots");
+        assert_eq!(out[127].sender, 127 * 1_000_003);
+    }
+}
