@@ -41,9 +41,9 @@ from typing import Protocol
 from .errors import ConfigurationError, ProtocolViolation
 from .events import BatchDelivered, Event, SwapGap
 from .ordering import OrderingConfig, TotalOrderEngine
-from .ordering.native import make_engine
 from .ordering.config import OrderingRule
 from .ordering.messages import CausalMessage, MessageDelivered
+from .ordering.native import make_engine
 from .reliable.batching import Batcher, Reassembler
 from .reliable.config import ReliableConfig
 from .reliable.flow import SendWindow

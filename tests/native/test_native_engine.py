@@ -72,7 +72,7 @@ def random_messages(rng: random.Random, members: list[int], count: int,
     ack_only = rng.choice([0.0, 0.2, 0.5, 0.8])
     density = rng.choice([0.2, 0.5, 0.9])
     out = []
-    for k in range(count):
+    for _ in range(count):
         sender = rng.choice(members)
         acks = [(node, rng.randint(max(1, top - 2), top) if rng.random() < 0.7 else
                  rng.randint(1, top))
@@ -93,16 +93,17 @@ def random_messages(rng: random.Random, members: list[int], count: int,
                 acks.insert(rng.randrange(len(acks) + 1), (-1 - rng.randrange(3), 1))
             elif kind == 3:
                 node = rng.choice(members)
-                acks.insert(rng.randrange(len(acks) + 1), (node, inserted[node] + 1 + (node == sender)))
+                unseen = inserted[node] + 1 + (node == sender)
+                acks.insert(rng.randrange(len(acks) + 1), (node, unseen))
             elif kind == 4:
-                acks.insert(rng.randrange(len(acks) + 1), (rng.choice(members), rng.choice([0, -3, 2**65])))
+                bad = (rng.choice(members), rng.choice([0, -3, 2**65]))
+                acks.insert(rng.randrange(len(acks) + 1), bad)
             else:
                 acks.append((2**80, 1))
             out.append(CausalMessage(sender, seq, tuple(acks), payload))
             continue
         out.append(CausalMessage(sender, seq, tuple(acks), payload))
         inserted[sender] = seq
-        _ = k
     return out
 
 

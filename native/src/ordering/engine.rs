@@ -605,6 +605,7 @@ mod tests {
     use super::*;
 
     type Out = Vec<Delivery<&'static str>>;
+    type Case = (i64, i64, &'static [(i64, i64)], Violation);
 
     fn engine(rule: Rule, n: usize, leave: bool) -> Engine<&'static str> {
         let members: Vec<i64> = (1..=n as i64).collect();
@@ -656,7 +657,7 @@ mod tests {
         let mut e = engine(Rule::Stoto, 3, false);
         let mut out = Out::new();
         e.insert(1, 1, &[], Some("a"), &mut out).unwrap();
-        let cases: [(i64, i64, &[(i64, i64)], Violation); 6] = [
+        let cases: [Case; 6] = [
             (9, 1, &[], Violation::UnknownSender),
             (1, 1, &[], Violation::Duplicate { expected: 2 }),
             (1, 3, &[], Violation::SequenceGap { expected: 2 }),
