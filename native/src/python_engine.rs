@@ -62,6 +62,10 @@ pub struct PyEngine {
     /// An id that is no member: what a sender or ack node outside the i64 range maps to.
     outsider: i64,
     delivered_cls: Py<PyAny>,
+    /// `object.__new__` and the slot descriptors' `__set__` of `MessageDelivered`'s
+    /// fields in order (how `codec` builds its records fast); `None` where the class
+    /// refuses `object.__new__` (a compiled core): the constructor then.
+    setters: Option<(Py<PyAny>, Vec<Py<PyAny>>)>,
     /// `DeliveryRule.EARLY`, `DEFAULT`, `GL_PREFIX`, `FLUSH`.
     fired: [Py<PyAny>; 4],
     out: Vec<Delivery<Py<PyAny>>>,
@@ -82,9 +86,30 @@ impl PyEngine {
                 Fired::GlPrefix => 2,
                 Fired::Flush => 3,
             }];
-            let args = (self.member_objs[d.index].clone_ref(py), d.seq, d.payload, d.position,
-                        d.activation, rule.clone_ref(py), d.ntail, d.unseen, d.nvt);
-            list.append(cls.call1(args)?)?;
+            let sender = self.member_objs[d.index].clone_ref(py);
+            let item = match &self.setters {
+                Some((new, set)) => {
+                    let obj = new.bind(py).call1((cls,))?;
+                    let values: [Bound<'py, PyAny>; 9] = [
+                        sender.into_bound(py),
+                        d.seq.into_pyobject(py)?.into_any(),
+                        d.payload.into_bound(py),
+                        d.position.into_pyobject(py)?.into_any(),
+                        d.activation.into_pyobject(py)?.into_any(),
+                        rule.bind(py).clone(),
+                        d.ntail.into_pyobject(py)?.into_any(),
+                        d.unseen.into_pyobject(py)?.into_any(),
+                        d.nvt.into_pyobject(py)?.into_any(),
+                    ];
+                    for (setter, value) in set.iter().zip(values) {
+                        setter.bind(py).call1((&obj, value))?;
+                    }
+                    obj
+                }
+                None => cls.call1((sender, d.seq, d.payload, d.position, d.activation,
+                                   rule.clone_ref(py), d.ntail, d.unseen, d.nvt))?,
+            };
+            list.append(item)?;
         }
         Ok(list)
     }
@@ -162,14 +187,28 @@ impl PyEngine {
             rules.getattr("GL_PREFIX")?.unbind(),
             rules.getattr("FLUSH")?.unbind(),
         ];
+        let delivered_cls = ordering.getattr("MessageDelivered")?;
+        let new = py.import("builtins")?.getattr("object")?.getattr("__new__")?;
+        let setters = if new.call1((&delivered_cls,)).is_ok() {
+            const FIELDS: [&str; 9] = ["sender", "seq", "payload", "position", "activation",
+                                       "rule", "ntail", "unseen", "nvt"];
+            let set = FIELDS
+                .iter()
+                .map(|f| Ok(delivered_cls.getattr(*f)?.getattr("__set__")?.unbind()))
+                .collect::<PyResult<Vec<_>>>()?;
+            Some((new.unbind(), set))
+        } else {
+            None
+        };
         Ok(PyEngine {
             inner,
+            setters,
             member_objs: members.iter().map(|m| m.unbind()).collect(),
             members: members.unbind(),
             config: config.unbind(),
             rule: rule.unbind(),
             outsider,
-            delivered_cls: ordering.getattr("MessageDelivered")?.unbind(),
+            delivered_cls: delivered_cls.unbind(),
             fired,
             out: Vec::new(),
             acks: Vec::new(),
