@@ -51,6 +51,7 @@ from .membership.quorum import needed
 from .node_config import NodeConfig
 from .ordering import OrderingConfig
 from .ordering.config import OrderingRule
+from .ordering.native import engine_core, engine_core_for
 from .reliable.batching import Batcher
 from .reliable.flow import SendWindow
 from .reliable.layer import ReliableCounters
@@ -218,6 +219,9 @@ class Node:
         self.config = config
         self.node_id = node_id
         self.members = tuple(sorted(members))
+        self._core = core
+        """The core asked for (``None``: ``AMCAST_CORE``): the data path's and the ToTo
+        engine's of every view (``ordering.native``)."""
         self._now = now
         self._rng = rng
         self._auth: Authenticator | NativeSealer = make_sealer(
@@ -631,10 +635,19 @@ class Node:
     def core(self) -> dict[str, str]:
         """Which implementation runs each part of the data path (``native``: the Rust
         extension; ``pure``: the Python reference, ``AMCAST_CORE``): ``decode`` (the
-        datagram decoder) and ``seal`` (sealing, opening and the replay guard;
-        docs/native.md)."""
+        datagram decoder), ``seal`` (sealing, opening and the replay guard) and ``order``
+        (the ToTo engine of the current view, else the one a view of the listed members
+        would get; docs/native.md)."""
+        session = self.membership.session
+        if self.config.ordering != "toto":
+            order = "pure"  # the swap orderings are Python only
+        elif session is not None and session.swap is None:
+            order = engine_core(session.engine)
+        else:
+            order = engine_core_for(self._core, len(self.members))
         return {"decode": decoder_name(self._decode),
-                "seal": "pure" if isinstance(self._auth, Authenticator) else "native"}
+                "seal": "pure" if isinstance(self._auth, Authenticator) else "native",
+                "order": order}
 
     @property
     def leaving_started(self) -> bool:
@@ -863,7 +876,7 @@ class Node:
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
             counters=self._counters, limiter=self._limiter,
-            lateness=self._lateness,
+            lateness=self._lateness, core=self._core,
         )
         if self._holding:
             session.hold_releases(True, now)
