@@ -126,6 +126,7 @@ class ViewSession:
         counters: ReliableCounters,
         limiter: PeerLimiter | None = None,
         lateness: Lateness | None = None,
+        tree: tuple[int, ...] = (),
     ) -> None:
         self.view_id = view_id
         self.members = members
@@ -142,7 +143,7 @@ class ViewSession:
             self.swap = self.engine = SwapOrdering(
                 view_id, members, node_id, ordering=config.ordering, shape=config.swap_tree,
                 fanout=config.swap_fanout, root_group=config.swap_root_group,
-                window=config.swap_window, rto=config.nack_retry, drop=drop)
+                window=config.swap_window, rto=config.nack_retry, drop=drop, tree=tree)
         else:
             self.engine = TotalOrderEngine(
                 list(members), ordering_for(config.rule, config.phi, len(members)))

@@ -30,6 +30,7 @@ from enum import IntEnum
 from typing import Any
 
 from ..errors import DecodeError
+from ..swap import carry
 from .fields import read_bool, read_int, read_list, read_text
 from .limits import (
     MAX_INCARNATION,
@@ -73,12 +74,17 @@ class Member:
 @dataclass(frozen=True, slots=True)
 class ViewRecord:
     """A view: its id, members (by node id), the potential members its quorum counts,
-    and the id of the view it succeeds (0 for the first)."""
+    and the id of the view it succeeds (0 for the first); with a swap ordering, the
+    view's swap tree (``swap.carry.encode``: each member's parent, then the hybrid's
+    virtual root), carried from the previous view's by section 6.2's joins and leaves
+    (empty: the shape over the sorted ids; never written then, so the wire of a ToTo
+    group is unchanged)."""
 
     view_id: int
     members: tuple[Member, ...]
     potential: tuple[int, ...]
     prev_id: int
+    tree: tuple[int, ...] = ()
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -268,7 +274,10 @@ def _pairs(pairs: tuple[tuple[int, int], ...]) -> list[int]:
 def view_obj(v: ViewRecord | None) -> list[Any] | None:
     if v is None:
         return None
-    return [v.view_id, _members(v.members), list(v.potential), v.prev_id]
+    obj = [v.view_id, _members(v.members), list(v.potential), v.prev_id]
+    if v.tree:
+        obj.append(list(v.tree))
+    return obj
 
 
 def proposal_obj(p: Proposal) -> list[Any]:
@@ -360,7 +369,7 @@ def read_view(obj: Any, limits: WireLimits) -> ViewRecord | None:
     if obj is None:
         return None
     fields = read_list(obj, "view record")
-    if len(fields) != 4:
+    if len(fields) not in (4, 5):
         raise DecodeError("bad_field", "view record arity")
     view_id = read_int(fields[0], 1, MAX_VIEW_ID, "view id")
     members = _read_members(fields[1], limits, "view members")
@@ -371,7 +380,15 @@ def read_view(obj: Any, limits: WireLimits) -> ViewRecord | None:
     if list(potential) != sorted(set(potential)) or not potential:
         raise DecodeError("bad_field", "potential members not sorted and distinct")
     prev_id = read_int(fields[3], 0, view_id - 1, "previous view id")
-    return ViewRecord(view_id, members, potential, prev_id)
+    tree: tuple[int, ...] = ()
+    if len(fields) == 5:
+        tree = tuple(read_int(x, 0, MAX_NODE_ID, "swap tree")
+                     for x in read_list(fields[4], "swap tree", max_len=2 * limits.max_members))
+        try:
+            carry.decode([m.node for m in members], tree)
+        except ValueError as exc:
+            raise DecodeError("bad_field", str(exc)) from None
+    return ViewRecord(view_id, members, potential, prev_id, tree)
 
 
 def read_proposal(obj: Any, limits: WireLimits) -> Proposal:
