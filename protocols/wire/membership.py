@@ -30,7 +30,6 @@ from enum import IntEnum
 from typing import Any
 
 from ..errors import DecodeError
-from ..swap import carry
 from .fields import read_bool, read_int, read_list, read_text
 from .limits import (
     MAX_INCARNATION,
@@ -382,12 +381,14 @@ def read_view(obj: Any, limits: WireLimits) -> ViewRecord | None:
     prev_id = read_int(fields[3], 0, view_id - 1, "previous view id")
     tree: tuple[int, ...] = ()
     if len(fields) == 5:
-        tree = tuple(read_int(x, 0, MAX_NODE_ID, "swap tree")
-                     for x in read_list(fields[4], "swap tree", max_len=2 * limits.max_members))
-        try:
-            carry.decode([m.node for m in members], tree)
-        except ValueError as exc:
-            raise DecodeError("bad_field", str(exc)) from None
+        nodes = {m.node for m in members}
+        raw = read_list(fields[4], "swap tree", max_len=2 * limits.max_members)
+        for x in raw:
+            if read_int(x, 0, MAX_NODE_ID, "swap tree") not in nodes:
+                raise DecodeError("bad_field", "tree: not a member")
+        if len(raw) <= len(members):
+            raise DecodeError("bad_field", "tree: too short")
+        tree = tuple(raw)  # its shape is checked where it is used (``swap.carry.decode``)
     return ViewRecord(view_id, members, potential, prev_id, tree)
 
 
