@@ -274,6 +274,39 @@ def format_table(rows: Sequence[ChurnRow]) -> str:
     return "\n".join(lines)
 
 
+def links_rows(sizes: Sequence[int], shapes: Sequence[str] = ("balanced", "star", "path"),
+               fanout: int = 2) -> list[tuple[int, str, str, int, int, int]]:
+    """``(n, shape, event, degree, links changed, links if rebuilt)`` for the tree alone
+    (``swap.carry``, no cluster): n members 0..n - 1 in the first view's tree, then node
+    n joins, or node n - 1 (a leaf), node 1 (inner on the balanced tree and the path)
+    or node 0 (the root) leaves; ``join-low``: node 0 joins members 1..n (a low id, as
+    a restarted or healed member may have)."""
+    out = []
+    for n in sizes:
+        for shape in shapes:
+            for event, first, members, node in (
+                    ("join", range(n), range(n + 1), n),
+                    ("join-low", range(1, n + 1), range(n + 1), 0),
+                    ("leave", range(n), range(n - 1), n - 1),
+                    ("leave-inner", range(n), [i for i in range(n) if i != 1], 1),
+                    ("leave-root", range(n), range(1, n), 0)):
+                old = carry.initial(first, shape, fanout, 1)
+                new = carry.next_tree(old, members, shape, fanout, 1)
+                side = new if node in new.parent else old
+                rebuilt = carry.initial(members, shape, fanout, 1)
+                out.append((n, shape, event, len(side.neighbours()[node]),
+                            len(carry.changed_members(old, new)),
+                            len(carry.changed_members(old, rebuilt))))
+    return out
+
+
+def format_links(rows: Sequence[tuple[int, str, str, int, int, int]]) -> str:
+    lines = ["| n | shape | event | degree | links changed | links if rebuilt |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m amcast.protocols.simulation.swap_churn_study",
                                 description=__doc__.splitlines()[0])
@@ -281,7 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3, help="seeds per row (from 1)")
     p.add_argument("--rate", type=float, default=20.0, help="messages/s per sender")
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--links", action="store_true",
+                   help="only the tree's links changed per event (no cluster), at --sizes")
     args = p.parse_args(argv)
+    if args.links:
+        print(format_links(links_rows([int(x) for x in args.sizes.split(",")])))
+        return 0
     rows = study([int(x) for x in args.sizes.split(",")], range(1, args.seeds + 1), args.rate)
     print(format_table(rows))
     if args.json:
