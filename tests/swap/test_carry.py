@@ -9,15 +9,20 @@ import random
 import pytest
 from amcast.protocols import node as node_module
 from amcast.protocols.errors import DecodeError
+from amcast.protocols.simulation import swap_checkers as sc
 from amcast.protocols.simulation.checkers import InstalledView, Proc, check_all
 from amcast.protocols.simulation.cluster import Cluster
 from amcast.protocols.simulation.faults import Fault
 from amcast.protocols.simulation.network import NetworkConfig
 from amcast.protocols.simulation.swap_churn_study import AT, plan, tree_change
+from amcast.protocols.simulation.swap_cluster import Join, Leave, SwapSimConfig, run_trace
 from amcast.protocols.simulation.swap_node_study import drive, node_config
-from amcast.protocols.swap import carry
+from amcast.protocols.simulation.swap_sweep import sweep
+from amcast.protocols.swap import arrow, carry
+from amcast.protocols.swap.arrow import ArrowNode
 from amcast.protocols.swap.carry import CarriedTree
 from amcast.protocols.swap.engine import view_tree
+from amcast.protocols.swap.tree import SpanningTree
 from amcast.protocols.wire.codec import MembershipDatagram, encode_membership_body
 from amcast.protocols.wire.limits import WireLimits
 from amcast.protocols.wire.membership import (
@@ -224,3 +229,28 @@ def test_checker_flags_members_that_disagree() -> None:
              Proc(1, 1): [InstalledView(0.0, 1, b.members, 0, 4, b)]}
     found = check_all([], {p: [] for p in views}, views)["swap_tree"]
     assert found and "another swap tree" in found[0]
+
+
+def test_swap_simulator_joins_and_leaves_are_local() -> None:
+    """The swap simulator's section 6.2 operations pass ``local_changes`` (every mode)."""
+    for mode in ("arrow", "combining", "hybrid"):
+        cfg = SwapSimConfig(mode=mode, changes=(Join(7, 3), Leave(4), Leave(0),  # type: ignore[arg-type]
+                                                Leave(1), Join(8, 7)))
+        trace = run_trace(cfg, 2)
+        assert len(trace.changes) == 5 and not sc.local_changes(trace)
+
+
+def test_swap_simulator_planted_rebuild_on_leave(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted violation: an arrow leave that rebuilds the tree and every link from
+    the members left (toward the lowest id) fails ``local_changes``."""
+    def rebuild(nodes: dict[int, ArrowNode], tree: SpanningTree, node_id: int,
+                into: int | None = None) -> int:
+        del nodes[node_id]
+        fresh = SpanningTree.shaped(sorted(nodes), "balanced", 2)
+        tree._adj = {n: set(fresh.neighbours(n)) for n in fresh.nodes}  # type: ignore[attr-defined]
+        for n, node in arrow.initial_nodes(fresh, min(nodes)).items():
+            nodes[n].link, nodes[n].value = node.link, node.value
+        return min(nodes)
+    monkeypatch.setattr(arrow, "leave", rebuild)
+    bad = sweep(SwapSimConfig(mode="arrow", changes=(Leave(1),)), range(3))
+    assert bad and all(any("local_changes" in v for v in vs) for vs in bad.values())
