@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import msgpack
 import pytest
 from amcast.protocols import node as node_module
 from amcast.protocols.errors import DecodeError
@@ -254,3 +255,21 @@ def test_swap_simulator_planted_rebuild_on_leave(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(arrow, "leave", rebuild)
     bad = sweep(SwapSimConfig(mode="arrow", changes=(Leave(1),)), range(3))
     assert bad and all(any("local_changes" in v for v in vs) for vs in bad.values())
+
+
+@pytest.mark.parametrize("tree", [[2, 2, 1], [2, 2, 9, 2], [2, 2, 1, -1]])
+def test_both_decoders_refuse_a_bad_tree_alike(tree: list[int]) -> None:
+    if native_module() is None:
+        pytest.skip("the native core is not built")
+    members = tuple(Member(n, 1) for n in (1, 2, 5))
+    rec = ViewRecord(4, members, (1, 2, 5), 3, (2, 2, 1, 2))
+    dg = MembershipDatagram(1, 3, 1, Install(Ballot(4, 1), Proposal(rec, None, ())))
+    good = encode_membership_body(dg)
+    bad = good.replace(bytes([0x94, 2, 2, 1, 2]), msgpack.packb(tree))
+    assert bad != good
+    errors = []
+    for core in ("pure", "native"):
+        with pytest.raises(DecodeError) as exc:
+            make_decoder(WireLimits(), core)(bad)
+        errors.append((exc.value.reason, exc.value.detail))
+    assert errors[0] == errors[1]
