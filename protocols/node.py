@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .errors import (
@@ -59,7 +60,7 @@ from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .repeats import HeartbeatRepeats
 from .session import ViewSession
-from .swap.engine import settings_text
+from .swap.engine import settings_text, view_tree
 from .vocabulary import ServiceLevel
 from .wire.auth import Authenticator, Sealed
 from .wire.clock import ClockWatch, PeerClock
@@ -279,6 +280,10 @@ class Node:
         )
         self.membership.make_session = self._make_session
         self.membership.view_closed = self._view_closed
+        if config.ordering != "toto":
+            self.membership.view_tree = partial(
+                view_tree, shape=config.swap_tree, fanout=config.swap_fanout,
+                root_group=config.swap_root_group if config.ordering == "hybrid" else 1)
         if initial_view is not None:
             self.membership.install_initial(initial_view, now)
 
@@ -874,6 +879,7 @@ class Node:
         self._batcher.restart_partial()
         session = ViewSession(
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
+            tree=view.tree,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
             counters=self._counters, limiter=self._limiter,
             lateness=self._lateness, core=self._core,

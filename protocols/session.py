@@ -128,6 +128,7 @@ class ViewSession:
         limiter: PeerLimiter | None = None,
         lateness: Lateness | None = None,
         core: str | None = None,
+        tree: tuple[int, ...] = (),
     ) -> None:
         """``core``: the ToTo engine's (``pure``, ``native``, ``auto``; ``None``:
         ``AMCAST_CORE``; ``ordering.native``)."""
@@ -146,7 +147,7 @@ class ViewSession:
             self.swap = self.engine = SwapOrdering(
                 view_id, members, node_id, ordering=config.ordering, shape=config.swap_tree,
                 fanout=config.swap_fanout, root_group=config.swap_root_group,
-                window=config.swap_window, rto=config.nack_retry, drop=drop)
+                window=config.swap_window, rto=config.nack_retry, drop=drop, tree=tree)
         else:
             self.engine = make_engine(
                 list(members), ordering_for(config.rule, config.phi, len(members)), core)

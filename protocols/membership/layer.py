@@ -114,6 +114,7 @@ from .agreement import (
     INSTALL,
     PREPARE,
     Round,
+    TreeFor,
     choose_proposal,
     may_hold,
     reported_holders,
@@ -305,6 +306,9 @@ class MembershipLayer:
         """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
         self.view_closed: ViewClosed = _ignore_closed
+        self.view_tree: TreeFor | None = None
+        """With a swap ordering: a new view's swap tree from the view it succeeds
+        (``swap.carry``, set by the Node); it travels in the view record."""
 
     # ------------------------------------------------------------------ queries
 
@@ -1062,7 +1066,7 @@ class MembershipLayer:
             promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),
             incarnations=incarnations, potential=self.potential,
             expected_votes=self.cfg.expected_votes, min_view_id=max(
-                self.durable.max_view_id, self.view_floor),
+                self.durable.max_view_id, self.view_floor), tree_for=self.view_tree,
         )
         if proposal is None:
             self.abort_round(now, why)
