@@ -60,7 +60,7 @@ from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .repeats import HeartbeatRepeats
 from .session import ViewSession
-from .swap.engine import settings_text, view_tree
+from .swap.engine import settings_text, tree_problem, view_tree
 from .vocabulary import ServiceLevel
 from .wire.auth import Authenticator, Sealed
 from .wire.clock import ClockWatch, PeerClock
@@ -284,6 +284,7 @@ class Node:
             self.membership.view_tree = partial(
                 view_tree, shape=config.swap_tree, fanout=config.swap_fanout,
                 root_group=config.swap_root_group if config.ordering == "hybrid" else 1)
+            self.membership.tree_problem = tree_problem
         if initial_view is not None:
             self.membership.install_initial(initial_view, now)
 

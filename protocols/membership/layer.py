@@ -309,6 +309,11 @@ class MembershipLayer:
         self.view_tree: TreeFor | None = None
         """With a swap ordering: a new view's swap tree from the view it succeeds
         (``swap.carry``, set by the Node); it travels in the view record."""
+        self.tree_problem: Callable[[ViewRecord], str | None] | None = None
+        """With a swap ordering: why a view record's swap tree is not a rooted spanning
+        tree of its members (``None``: it is); set by the Node. The decoders check only
+        the tree's length and ids, so a message carrying a record with a malformed tree
+        is dropped here (``bad_swap_tree``) before it changes anything."""
 
     # ------------------------------------------------------------------ queries
 
@@ -586,6 +591,11 @@ class MembershipLayer:
                 self.refuse(sender, dg.incarnation, "not_listed",
                              f"node {sender} is not in the member list", now)
             return
+        if self.tree_problem is not None:
+            problem = next(filter(None, map(self.tree_problem, _view_records(msg))), None)
+            if problem is not None:
+                self._drop("bad_swap_tree", f"from {sender}: {problem}")
+                return
         peer = self.peers.get(sender)
         if peer is None:
             peer = self.peers[sender] = Peer()
@@ -1569,3 +1579,18 @@ def _restore_peer(peer: Peer, kept: Peer) -> None:
     liveness in the view, ``last_in_view``, went on meanwhile and is kept)."""
     for name in _RESTORED:
         setattr(peer, name, getattr(kept, name))
+
+
+def _view_records(msg: Message) -> list[ViewRecord]:
+    """The view records a membership message carries (their swap trees are checked)."""
+    proposals: list[Proposal] = []
+    records: list[ViewRecord | None] = []
+    if isinstance(msg, (Prepare, Promise)):
+        records.append(msg.known)
+    if isinstance(msg, Promise) and msg.accepted is not None:
+        proposals.append(msg.accepted[1])
+    if isinstance(msg, (Accept, Install)):
+        proposals.append(msg.proposal)
+    for p in proposals:
+        records += [p.view, p.prev]
+    return [r for r in records if r is not None and r.tree]

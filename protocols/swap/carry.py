@@ -188,11 +188,12 @@ def decode(members: Sequence[int], ints: Sequence[int]) -> CarriedTree:
         raise ValueError("tree: too short")
     parent: dict[int, int | None] = {}
     roots = []
+    listed = set(members)
     for m, p in zip(members, ints[:n], strict=True):
         if p == m:
             parent[m] = None
             roots.append(m)
-        elif p in set(members):
+        elif p in listed:
             parent[m] = p
         else:
             raise ValueError(f"tree: parent {p} of {m} is not a member")

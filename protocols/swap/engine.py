@@ -92,6 +92,16 @@ def carried(members: tuple[int, ...], tree: tuple[int, ...], shape: str, fanout:
     return carry.initial(members, shape, fanout, root_group)
 
 
+def tree_problem(view: Any) -> str | None:
+    """Why ``view``'s swap tree (a ``ViewRecord``'s) is not a rooted spanning tree of its
+    members with a connected R holding the root (``carry.decode``), or ``None``."""
+    try:
+        carry.decode(view.nodes, view.tree)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def view_tree(known: Any, members: tuple[int, ...], *, shape: str, fanout: int,
               root_group: int) -> tuple[int, ...]:
     """The membership layer's ``tree_for``: the tree of the view of ``members`` that

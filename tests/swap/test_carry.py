@@ -273,3 +273,31 @@ def test_both_decoders_refuse_a_bad_tree_alike(tree: list[int]) -> None:
             make_decoder(WireLimits(), core)(bad)
         errors.append((exc.value.reason, exc.value.detail))
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("tree", [(2, 5, 1, 2), (2, 1, 2, 2), (2, 2, 1, 1)])
+@pytest.mark.parametrize("message", ["install", "accept", "prepare"])
+def test_a_record_whose_tree_is_not_a_tree_is_dropped(tree: tuple[int, ...],
+                                                       message: str) -> None:
+    """The decoders check only the tree's length and ids: a record that passes them but
+    holds no rooted spanning tree (a cycle, two roots, R without the root) is a counted
+    drop at the membership layer, before it changes anything; without the check the
+    session built from it would raise."""
+    from amcast.protocols.node import Node
+    from amcast.protocols.node_config import NodeConfig
+    from amcast.protocols.wire.membership import Accept, Prepare
+
+    assert carry.initial((1, 2, 5), "balanced", 2, 1)  # the shape itself is fine
+    with pytest.raises(ValueError):
+        carry.decode((1, 2, 5), tree)
+    nd = Node(NodeConfig(group_key=b"k" * 32, ordering="arrow"), node_id=5,
+              members=[1, 2, 5], rng=random.Random(1), now=0.0)
+    members = tuple(Member(n, 1) for n in (1, 2, 5))
+    rec = ViewRecord(4, members, (1, 2, 5), 0, tree)
+    proposal = Proposal(rec, None, ())
+    msg = {"install": Install(Ballot(4, 1), proposal),
+           "accept": Accept(Ballot(4, 1), proposal),
+           "prepare": Prepare(Ballot(4, 1), members, rec)}[message]
+    nd.membership.on_membership(MembershipDatagram(1, 0, 1, msg), 0.5)
+    assert nd.stats.drops.get("bad_swap_tree") == 1
+    assert nd.membership.session is None  # nothing installed
