@@ -1,27 +1,28 @@
 # amcastd container image (multi-stage).
 # Build: docker build --target amcastd-native -t amcast:latest .   (what compose builds)
-#   target `amcastd`: the daemon and the amcast CLI, non-root, no compiler.
-#   target `amcastd-native`: the same, with the protocol core compiled by mypyc (`make
-#     native`: about 1.2 to 1.8 times faster at light load). It is compiled in a stage
-#     of its own on BUILD_IMAGE, an image with a C compiler and the headers of the same
-#     Python 3.11 as BASE_IMAGE; the image itself has no compiler either.
+#   target `amcastd`: the daemon and the amcast CLI, non-root, no compiler, pure-Python core.
+#   target `amcastd-native`: the same with the native data path (native/, Rust, the
+#     extension module amcast_native; docs/native.md). The crate is built by maturin as an
+#     abi3 wheel in a stage of its own on RUST_IMAGE (the Rust project's image, Debian 12);
+#     the image itself has no compiler.
 #   target `analytics`: adds Java 17 and PySpark for `amcast analyze` (one-shot jobs).
 # Dependencies come pinned from requirements.lock / requirements-analytics.lock
 # (`make lock` regenerates them from pyproject.toml).
 # Where Docker Hub or PyPI cannot be reached (`make container-test` does this):
 #   --build-arg BASE_IMAGE=amcast-base:bookworm   a Debian base made locally
 #                                                 (deploy/container/base-image.sh)
-#   --build-arg BUILD_IMAGE=amcast-build-base:bookworm
-#                                                 the same with gcc and Python's headers
-#                                                 (base-image.sh --build)
 #   --build-arg PIP_OPTS="--no-index --find-links http://127.0.0.1:8765/"
 #                                                 a local wheel cache
 #                                                 (deploy/container/wheelhouse.sh)
+#   --build-arg RUST_IMAGE=amcast-base:bookworm --build-arg NATIVE_PREBUILT=1
+#                                                 no toolchain in the build: the
+#                                                 amcast-native wheel comes from that
+#                                                 cache (`make wheel` on a host with cargo)
 # The analytics wheels are built in their own stage, after `amcastd`, so that building
 # the daemon's image does not need them.
 
 ARG BASE_IMAGE=python:3.11-slim
-ARG BUILD_IMAGE=python:3.11
+ARG RUST_IMAGE=rust:1-bookworm
 
 FROM ${BASE_IMAGE} AS build
 ARG PIP_OPTS=""
@@ -58,23 +59,31 @@ HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
 STOPSIGNAL SIGTERM
 CMD ["amcastd", "--config", "/etc/amcast/amcastd.toml"]
 
-# The compiled protocol core: the ordinary wheel installed with mypy (the `native` extra),
-# its hot modules compiled in place, then packed as a platform wheel
-# (deploy/build_native.py --wheel --from-wheel: no git checkout here).
-FROM ${BUILD_IMAGE} AS build-native
+# The native data path: the crate built as an abi3 wheel for CPython 3.11 and later
+# (`make wheel`), with Cargo.lock's versions; or, with NATIVE_PREBUILT, that wheel taken
+# from the index PIP_OPTS names.
+FROM ${RUST_IMAGE} AS build-native
 ARG PIP_OPTS=""
-COPY --from=build /wheels /wheels
-COPY deploy/build_native.py /build_native.py
-RUN pip install --no-cache-dir $PIP_OPTS --find-links /wheels "$(ls /wheels/amcast-*.whl)[native]" \
- && python /build_native.py \
- && python /build_native.py --wheel /wheels-native --from-wheel "$(ls /wheels/amcast-*.whl)"
+ARG NATIVE_PREBUILT=""
+WORKDIR /src
+RUN python3 -m venv /tools 2>/dev/null || { apt-get update \
+ && apt-get install -y --no-install-recommends python3-venv \
+ && rm -rf /var/lib/apt/lists/* /tools && python3 -m venv /tools; }
+COPY native ./native
+RUN if [ -n "$NATIVE_PREBUILT" ]; then \
+      /tools/bin/pip download --no-cache-dir --no-deps $PIP_OPTS --dest /wheels-native \
+        "amcast-native==$(sed -n 's/^version = "\(.*\)"/\1/p' native/pyproject.toml)"; \
+    else \
+      /tools/bin/pip install --no-cache-dir $PIP_OPTS 'maturin>=1.5,<2' \
+      && /tools/bin/maturin build --release --locked -m native/Cargo.toml --out /wheels-native; \
+    fi
 
 FROM amcastd AS amcastd-native
 USER root
 COPY --from=build-native /wheels-native /wheels
-RUN pip install --no-cache-dir --no-deps --force-reinstall /wheels/*.whl && rm -rf /wheels \
- && python -c 'from amcast.daemon import native; s = native.state(); \
-assert native.problem() is None and s["protocol_core"] == "compiled", s'
+RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
+ && python -c 'from amcast.protocols.wire import native; \
+assert native.core_name() == "native", "amcast_native did not load"'
 USER amcast
 
 FROM build AS build-analytics

@@ -10,7 +10,7 @@ RUST_BUILD = VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --q
 	-m native/Cargo.toml
 
 .PHONY: install test check lint demo docs bench clean deploy-tools lock fuzz container-test \
-	native pure test-native wheel-native man deb rust wheel native-check native-bench
+	man deb rust native wheel native-check native-bench
 
 install: $(STAMP)
 
@@ -59,13 +59,11 @@ FAST_PROCESS_TESTS := tests/cli tests/client tests/daemon tests/analytics \
 	tests/e2e/test_cluster_e2e.py
 
 test: install lint
-	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_MARKS)" $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile -m "$(FAST_MARKS)" \
 	  $(FAST_PROCESS_TESTS)
 
 check: install lint
-	@[ ! -e protocols/native.json ] || $(PY) deploy/build_native.py --remove
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory native-check; \
@@ -83,36 +81,6 @@ man: install
 # pages, completion and /etc/amcast/amcastd.toml. Needs dpkg-deb.
 deb: install
 	$(PY) deploy/build_deb.py --out dist
-
-# The protocol core compiled with mypyc (deprecated: retired in favour of the Rust core,
-# docs/native.md; no longer part of `make check`; docs/performance.md, "A compiled
-# protocol core"): `make native` builds it beside the sources, `make pure` removes it.
-# amcastd and the tests refuse a build older than its sources.
-native: install
-	$(PY) -m pip install --quiet -e '.[native]'
-	$(PY) deploy/build_native.py
-
-pure: install
-	$(PY) deploy/build_native.py --remove
-
-# The same build packed as a platform wheel in dist/ (this Python and platform only), for
-# hosts that pip-install amcast (docs/operations.md, "On a host with systemd").
-wheel-native: native
-	$(PY) deploy/build_native.py --wheel dist
-
-# The suite's part that once ran in `make check` against the mypyc build: the engines'
-# own tests and sweeps, and daemons end to end; the tree is left interpreted.
-NATIVE_PURE_TESTS ?= tests/ordering tests/reliable tests/wire tests/membership tests/node \
-	tests/simulation
-NATIVE_PROCESS_TESTS ?= tests/e2e/test_cluster_e2e.py tests/e2e/test_failover.py \
-	tests/daemon/test_native.py
-# the transports are glue, not compiled: the daemons' failover runs over multicast here
-NATIVE_PROCESS_SELECT ?= -k "not unicast"
-test-native: native
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(NATIVE_PURE_TESTS) && \
-	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(NATIVE_PROCESS_SELECT) \
-	  $(NATIVE_PROCESS_TESTS); status=$$?; \
-	$(PY) deploy/build_native.py --remove; exit $$status
 
 # The documentation site (mkdocs.yml, docs/) into site/, warnings as errors: a broken
 # internal link or anchor, or a page missing from the nav, fails the build.
@@ -193,6 +161,8 @@ fuzz: install
 # depends on the install stamp.)
 rust: $(STAMP) $(MATURIN)
 	$(RUST_BUILD)
+
+native: rust
 
 $(MATURIN): $(STAMP)
 	$(PY) -m pip install --quiet $(MATURIN_REQ)

@@ -45,6 +45,11 @@ about it can name it), ``status`` and ``sync``. Daemon to client: ``welcome``, `
   ``{"t": "error", "code": "undelivered", "fatal": false, "id": <send frame id>,
   "first": k}`` per affected send frame: messages ``k..`` of that frame were accepted
   but this daemon stopped before delivering them (other members may or may not).
+  Other ``undelivered`` frames carry ``count`` (messages ``first..first+count-1``),
+  ``outcome`` and ``reason`` (``UNDELIVERED_REASONS``): own messages of a view this
+  daemon was excluded from, and cross-cluster messages not acknowledged by every
+  destination cluster within ``federation.deadline_s`` (``clusters``: those that had
+  not), or still unacknowledged at shutdown.
 - The ``status`` reply carries ``health``: ``{"ok": bool, "problems": [str, ...],
   "warnings": [str, ...]}`` (``ok`` reads the problems alone).
 
@@ -116,12 +121,24 @@ ERROR_CODES: dict[str, str] = {
     ),
     "shutting_down": "the daemon is stopping (fatal; not fatal for a send during shutdown)",
     "undelivered": (
-        "at shutdown: messages first.. of send frame id were accepted but this daemon "
-        "stopped before delivering them (not fatal; the fatal shutting_down follows)"
+        "messages first.. (count of them, when given) of send frame id were accepted and "
+        "not delivered: reason view_change, shutting_down (the fatal shutting_down "
+        "follows) or deadline (cross-cluster, outcome unknown); not fatal"
     ),
     "internal_error": "the daemon failed to handle the frame (a bug, logged); not fatal",
 }
 """Every ``code`` an ``error`` frame can carry, with when it is sent (docs/api.md)."""
+
+UNDELIVERED_REASONS: dict[str, str] = {
+    "view_change": "excluded from the view the messages were sent in (outcome "
+                   "not_delivered, delivered or unknown)",
+    "shutting_down": "the daemon stopped before delivering them (or, cross-cluster, "
+                     "before every destination acknowledged them: outcome unknown)",
+    "deadline": "cross-cluster messages that not every destination cluster acknowledged "
+                "holding within federation.deadline_s; still sent: outcome unknown, "
+                "delivered by every destination or by none",
+}
+"""The ``reason`` of an ``undelivered`` error frame (docs/api.md)."""
 
 REFUSAL_CODES = (
     "message_too_large", "bad_field", "bad_service", "too_many_groups", "overloaded",

@@ -18,7 +18,9 @@ between consecutive deliveries of each daemon life in Spark (``lag`` over the li
 cannot be peeled lies on or behind a cycle, and a walk along remaining edges finds one).
 The union of consecutive edges has a cycle exactly when the union of the sequences'
 transitive orders has one. Node ids repeat across clusters, so a daemon is
-``(cluster, node)``. Run it on the directory above every cluster's logs::
+``(cluster, node)``. ``amcast analyze`` runs it whenever the logs hold ``global`` records
+(figure ``cross-cluster order``; a cycle fails the order audit, exit status 1); alone,
+on the directory above every cluster's logs::
 
     python -m amcast.analytics.federation LOGDIR
 """
@@ -136,6 +138,20 @@ def audit(spark: SparkSession, location: str) -> Verdict:
     daemons = records.select("cluster", "node", "incarnation").distinct().count()
     edges = [(r.before, r.after) for r in order_edges(records).collect()]
     return Verdict(n, daemons, len(edges), find_cycle(edges))
+
+
+def sentence(v: Verdict) -> str:
+    """The verdict in plain words (a note of ``amcast analyze``)."""
+    if v.cycle is None:
+        return (f"Cross-cluster order PASSED: the {v.records} global delivery records of "
+                f"{v.daemons} daemon li{'ves' if v.daemons != 1 else 'fe'} ({v.edges} "
+                "distinct pairs delivered one right after the other) merge into an "
+                "acyclic delivered-before relation: one order of the cross-cluster "
+                "messages.")
+    ring = " -> ".join(v.cycle)
+    return (f"Cross-cluster order FAILED: the daemons' global deliveries form a cycle of "
+            f"{len(v.cycle) - 1} messages: {ring} (each delivered before the next by some "
+            "daemon).")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,8 +5,10 @@ each one with its elapsed time on stderr: read and persist the records and count
 (``load``; a log set without a single delivery record is an ``AnalyticsError``, not a
 pass), the view history (``vsync``, ``history``: the view, gap and start records and one
 row per daemon life and view reach the driver), the per-window figures (``figures``),
-the delivery audit (``audit``), then the charts and ``index.html`` (``charts``,
-``htmlpage``). Every table is written as Parquet under the report directory
+the delivery audit (``audit``) and, when the logs hold ``global`` records (federated
+daemons), the cross-cluster order (``federation``: a cycle fails the audit), then the
+charts and ``index.html`` (``charts``, ``htmlpage``). Every table is written as Parquet
+under the report directory
 (``workload/``, ``throughput/``, ``latency/``, ``latency_histogram/``, ``ntail/``,
 ``ntail_histogram/``, ``rules/``, ``overhead/``, ``views/``, ``summary/``; the audit's
 ``violations/``, ``outside_primary/``, ``duplicates/``, ``missing/``, ``positions/``,
@@ -108,6 +110,7 @@ from typing import Any  # noqa: E402
 from amcast.analytics import (  # noqa: E402
     audit,
     charts,
+    federation,
     figures,
     htmlpage,
     paths,
@@ -121,7 +124,7 @@ from amcast.analytics.errors import (  # noqa: E402
     AnalyticsError,
     guarded,
 )
-from amcast.analytics.load import TYPES, read_logs, survey  # noqa: E402
+from amcast.analytics.load import GLOBAL, TYPES, read_logs, survey  # noqa: E402
 from amcast.analytics.options import add_arguments  # noqa: E402
 from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
@@ -203,7 +206,7 @@ def run(
     found = survey(logs)
     lines = found.lines
     records = lines.get("delivery", 0)
-    ignored = {k: v for k, v in lines.items() if k not in TYPES}
+    ignored = {k: v for k, v in lines.items() if k not in TYPES and k != GLOBAL}
     say(f"read {records:,} delivery, {lines.get('view', 0):,} view and "
         f"{lines.get('metrics', 0):,} metrics records; {sum(ignored.values()):,} lines ignored")
     if records == 0:
@@ -264,6 +267,14 @@ def run(
     ok = not any(audit_counts.values())
     n_views = len(hist.views)
     said = verdict.sentences(audit_counts, audit_rows, len(nodes), n_views)
+    cross: federation.Verdict | None = None
+    if lines.get(GLOBAL, 0):
+        say("audit: cross-cluster order of the global records ...")
+        cross = federation.audit(spark, location)
+        ok = ok and cross.ok
+        said.append(federation.sentence(cross))
+        if not cross.ok and said[0].startswith("Order audit PASSED"):
+            said.insert(0, "Order audit FAILED (across clusters).")
     workload = tables["workload"].collect()
     described = [_describe(w) for w in workload]
 
@@ -287,6 +298,9 @@ def run(
         "views": n_views,
         "gap notices (of them with messages missed)":
             f"{len(hist.notices)} ({int((hist.notices['missed'] > 0).sum())})",
+        **({} if cross is None else {
+            "cross-cluster order": "PASS" if cross.ok else "FAIL",
+            "global records (daemon lives)": f"{cross.records} ({cross.daemons})"}),
         "delivery records": records,
         "view records": lines.get("view", 0),
         "log spans lost to a refusing disk (views not audited for completeness)":
@@ -329,8 +343,12 @@ def run(
         "tables": [_workload_table(workload), summary],
         "figures": figs,
         "notes": notes,
-        "audit": {k: {"count": audit_counts[k], "first": _records(audit_rows[k])}
-                  for k in audit_counts},
+        "audit": {**{k: {"count": audit_counts[k], "first": _records(audit_rows[k])}
+                     for k in audit_counts},
+                  **({} if cross is None else {"cross_cluster": {
+                      "count": 0 if cross.ok else 1, "records": cross.records,
+                      "daemon_lives": cross.daemons, "edges": cross.edges,
+                      "cycle": cross.cycle}})},
         "analysis": analysis,
     }
 

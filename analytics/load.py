@@ -43,6 +43,9 @@ from .schema import (
 )
 
 TYPES = ("delivery", "view", "gap", "start", "lost", "metrics")  # metrics last (``_status``)
+GLOBAL = "global"
+"""A federated daemon's cross-cluster delivery record: not in ``TYPES`` (this schema does
+not read it), counted apart by ``survey`` for the cross-cluster audit."""
 REQUIRED = {
     "delivery": ["node", "view", "variant", "sender", "seq", "count", "service", "rule",
                  "send_ts", "ts"],
@@ -136,8 +139,9 @@ class Survey:
 
 
 def survey(logs: Logs) -> Survey:
-    """Lines per outcome (the ``ok`` records of each type, and the ignored lines per
-    status: ``unreadable``, ``other type``, ...), the delivering nodes, the largest member."""
+    """Lines per outcome (the ``ok`` records of each type, ``global`` records, and the
+    ignored lines per status: ``unreadable``, ``other type``, ...), the delivering nodes,
+    the largest member."""
     rows = logs.base.groupBy("type", "status").agg(
         F.count(F.lit(1)).alias("n"),
         F.collect_set("node").alias("nodes"),
@@ -148,6 +152,8 @@ def survey(logs: Logs) -> Survey:
     max_member = None
     for r in rows:
         key = r["type"] if r["status"] == "ok" else r["status"]
+        if r["type"] == GLOBAL and r["status"] == "other type":
+            key = GLOBAL  # read by the cross-cluster audit (``federation``), not ignored
         lines[key] = lines.get(key, 0) + int(r["n"])
         if r["status"] == "ok" and r["type"] == "delivery":
             nodes = sorted(r["nodes"])

@@ -448,6 +448,10 @@ class FederationSection(_Section):
     stall_after_s: float = Field(5.0, gt=0,
                                  description="a cross-cluster message older than this is "
                                  "reported stalled")
+    deadline_s: float = Field(60.0, gt=0,
+                              description="an own cross-cluster message that not every "
+                              "destination cluster acknowledged holding after this long is "
+                              "reported undelivered to its client (outcome unknown)")
     tick_s: float = Field(0.05, gt=0, le=5,
                           description="seconds between the federation's timer ticks")
 

@@ -303,7 +303,8 @@ def report_in_doubt(d: Host, ev: MessagesInDoubt) -> None:
                     f"delivered by the primary component in view {ev.view} while this "
                     "daemon was away from it; this daemon will not deliver them (they "
                     "lie in its order gap: transfer state from another member)",
-                    ref=ref, extra={"first": first, "count": n, "outcome": "delivered"},
+                    ref=ref, extra={"first": first, "count": n, "outcome": "delivered",
+                                    "reason": "view_change"},
                 )
         d.own_outstanding -= count
         elsewhere += count
@@ -328,7 +329,8 @@ def report_in_doubt(d: Host, ev: MessagesInDoubt) -> None:
                        "them (outcome unknown)")
                     + "; they are not sent again",
                     ref=ref, extra={"first": first, "count": n,
-                                    "outcome": OUTCOMES[ev.cut_known]},
+                                    "outcome": OUTCOMES[ev.cut_known],
+                                    "reason": "view_change"},
                 )
     d.counters.messages_reported_undelivered += reported
     d.counters.drops["own_messages_in_doubt"] += reported + len(ev.delivered_here)
@@ -348,7 +350,7 @@ def report_undelivered(api: ApiServer, ledger: Ledger, counters: Counters) -> in
                 "undelivered",
                 f"messages {first}..{count - 1} of this send frame were accepted but this "
                 "daemon stopped before delivering them (other members may deliver them)",
-                ref=ref, extra={"first": first},
+                ref=ref, extra={"first": first, "reason": "shutting_down"},
             )
     counters.messages_reported_undelivered += reported
     return reported

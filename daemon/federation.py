@@ -30,6 +30,15 @@ cluster. It owns the ``FederationMember`` and does its I/O:
   with the clusters it went to, its sender's cluster and its global timestamp ``gts``
   (``docs/api.md``), and a ``global`` record of the delivery log; ``Stalled`` is logged
   and counted; ``DroppedRemote`` is counted by reason.
+- Outcomes. The daemon remembers which client's send frame (``id``, index) each own
+  multicast came from until the member has it committed (``FederationMember.owns``).
+  ``Undelivered`` (not committed within ``federation.deadline_s``) becomes an
+  ``undelivered`` error frame for that send frame, with ``outcome`` ``unknown``,
+  ``reason`` ``deadline`` and the ``clusters`` that had not acknowledged; at shutdown,
+  the multicasts still uncommitted get one with ``reason`` ``shutting_down``. After an
+  order gap the next member ``adopt``s the dropped one's multicasts: they are sent
+  again, not lost. Each message is reported at most once (docs/api.md, Outcomes of
+  cross-cluster messages).
 """
 
 from __future__ import annotations
@@ -47,9 +56,11 @@ from ..protocols.federation import (
     Deliver,
     DroppedRemote,
     FederationMember,
+    FedId,
     OrderLocally,
     SendRemote,
     Stalled,
+    Undelivered,
     batch_sends,
 )
 from ..protocols.wire.keys import Keyring
@@ -125,6 +136,12 @@ class Federation:
         """Datagrams of this round, sent at ``flush``: those for one member as batches."""
         self.rejoins = 0
         """Order gaps that made this daemon take the federation state again."""
+        self.reported_undelivered = 0
+        """Own cross-cluster messages reported ``undelivered`` to their clients."""
+        self._origins: dict[FedId, tuple[int, Any, int]] = {}
+        """Own multicast not committed yet -> (client, send frame id, index in it)."""
+        self._previous: FederationMember | None = None
+        """The member an order gap dropped, until the next one adopts its multicasts."""
         self.errors = 0
         self._next_ping = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -161,16 +178,16 @@ class Federation:
         return None
 
     def multicast(self, client: int, group: str, payloads: list[bytes],
-                  clusters: Collection[str]) -> str | None:
-        """A client's cross-cluster messages (after ``refusal``); an error code if the
-        member refused one (those before it went out)."""
+                  clusters: Collection[str], ref: Any = None) -> str | None:
+        """A client's cross-cluster messages (after ``refusal``), of its send frame
+        ``ref``; an error code if the member refused one (those before it went out)."""
         member = self.member
         assert member is not None
         now = self.host.now()
         send_ts = self.host.wall_time()
         dst = sorted(set(clusters))
         refused = None
-        for payload in payloads:
+        for index, payload in enumerate(payloads):
             framed = encode_message(self.cluster, self.node_id, client, send_ts, payload)
             try:
                 outputs = member.multicast(now, group, framed, dst)
@@ -181,6 +198,8 @@ class Federation:
                 refused = "bad_field"
                 break
             self.sent += 1
+            if ref is not None and member.last_id is not None:
+                self._origins[member.last_id] = (client, ref, index)
             self._handle(outputs)
         self.flush()
         return refused
@@ -230,6 +249,7 @@ class Federation:
         if now >= self._next_ping:
             self._next_ping = now + PING_S
             self.link.ping()
+            self._forget_committed()
         if self.member is not None:
             self._handle(self.member.tick(now))
             self.flush()
@@ -238,12 +258,14 @@ class Federation:
         """This daemon missed part of its cluster's order (``OrderGap``, before the view
         it rejoins): the records it missed changed the federation state, so it drops its
         member and takes the state from the others again at the view (``on_view``).
-        Its own multicasts not yet acknowledged are dropped with it (their clients are
-        not told: a cross-cluster message is not in the ledger)."""
+        Its own multicasts not yet committed go to the next member, which sends them
+        again (``FederationMember.adopt``)."""
         if self.member is not None:
             log.warning("order gap: the federation state is taken again from the cluster",
                         node=self.node_id, cluster=self.cluster,
                         own_unacknowledged=len(self.member.in_flight()))
+            if self._previous is None:  # two gaps before a view: the first one's
+                self._previous = self.member
             self.member = None
             self.rejoins += 1
 
@@ -256,6 +278,9 @@ class Federation:
             self.member = FederationMember(
                 self.config, self.me, joining=bool(holders),
                 first_seq=int(self._wall_clock() * 1_000_000))
+            if self._previous is not None:
+                self.member.adopt(self._previous, self.host.now())
+                self._previous = None
             log.info("federation member started", node=self.node_id, cluster=self.cluster,
                      joining=bool(holders), clusters=list(self.clusters))
         self._handle(self.member.on_view(self.host.now(),
@@ -265,6 +290,7 @@ class Federation:
     # ---- outputs -------------------------------------------------------------------------
     def _handle(self, outputs: list[Any]) -> None:
         stalls: list[Stalled] = []
+        overdue: list[Undelivered] = []
         for out in outputs:
             try:
                 kind = type(out)
@@ -282,10 +308,14 @@ class Federation:
                     stalls.append(out)
                 elif kind is DroppedRemote:
                     self.remote_drops[str(out.reason)] += 1
+                elif kind is Undelivered:
+                    overdue.append(out)
             except Exception:
                 self.errors += 1
                 log.exception("federation output failed", node=self.node_id,
                               output=type(out).__name__)
+        if overdue:
+            self._report(overdue)
         if stalls:  # one line for the stall reports of one input, however many
             oldest = max(stalls, key=lambda st: st.age_s)
             log.warning("cross-cluster messages stalled: a destination cluster has not "
@@ -294,6 +324,74 @@ class Federation:
                         oldest=message_id(oldest.msg_id), age_s=round(oldest.age_s, 3),
                         waiting_for=sorted({c for st in stalls
                                             for c in st.clusters_waited_for}))
+
+    # ---- outcomes ----------------------------------------------------------------------
+    def _forget_committed(self) -> None:
+        """Drop the origins of the multicasts the member has committed (every PING_S)."""
+        member = self.member
+        if member is None or not self._origins:
+            return
+        for m in [m for m in self._origins if not member.owns(m)]:
+            del self._origins[m]
+
+    def _report(self, overdue: list[Undelivered]) -> None:
+        """``undelivered`` error frames for multicasts past their deadline."""
+        items = [(m.msg_id, m.waiting_for) for m in overdue]
+        reported = self._fail(items, "deadline")
+        oldest = max(overdue, key=lambda u: u.age_s)
+        log.warning("cross-cluster messages not committed by their deadline: their "
+                    "clients are told (outcome unknown; they are still sent)",
+                    node=self.node_id, cluster=self.cluster, messages=len(overdue),
+                    reported=reported, oldest=message_id(oldest.msg_id),
+                    waiting_for=sorted({c for u in overdue for c in u.waiting_for}))
+
+    def report_shutdown(self) -> int:
+        """At shutdown: ``undelivered`` (``reason`` ``shutting_down``) for every own
+        multicast not committed and not reported yet; returns how many."""
+        member = self.member
+        items: list[tuple[FedId, tuple[str, ...]]] = [
+            (m, ()) for m in list(self._origins)
+            if (member is not None and member.owns(m))
+            or (self._previous is not None and self._previous.owns(m))]
+        return self._fail(items, "shutting_down")
+
+    def _fail(self, items: list[tuple[FedId, tuple[str, ...]]], reason: str) -> int:
+        """One ``undelivered`` frame per run of consecutive messages of one send frame
+        (their origins forgotten: each is reported once); returns how many messages
+        were reported to a client still connected."""
+        runs: list[tuple[int, Any, int, int, tuple[str, ...]]] = []
+        for m, waiting in items:
+            origin = self._origins.pop(m, None)
+            if origin is None:
+                continue
+            client, ref, index = origin
+            last = runs[-1] if runs else None
+            if (last is not None and last[:2] == (client, ref)
+                    and last[2] + last[3] == index and last[4] == waiting):
+                runs[-1] = (client, ref, last[2], last[3] + 1, waiting)
+            else:
+                runs.append((client, ref, index, 1, waiting))
+        reported = 0
+        why = {"deadline": f"not every destination cluster acknowledged holding them "
+                           f"within {self.section.deadline_s:g} s",
+               "shutting_down": "this daemon stopped before every destination cluster "
+                                "acknowledged holding them"}[reason]
+        for client, ref, first, count, waiting in runs:
+            conn = self.host.api.clients.get(client)
+            if conn is None:  # the client is gone: nobody to tell
+                continue
+            reported += count
+            conn.fail(
+                "undelivered",
+                f"cross-cluster messages {first}..{first + count - 1} of this send frame: "
+                f"{why}" + (f" (waiting for {', '.join(waiting)})" if waiting else "")
+                + "; the outcome is unknown: they are delivered by every destination "
+                "cluster or by none",
+                ref=ref, extra={"first": first, "count": count, "outcome": "unknown",
+                                "reason": reason, "clusters": list(waiting)},
+            )
+        self.reported_undelivered += reported
+        return reported
 
     def flush(self) -> None:
         """The records the last input produced, into the own order as one payload, and
@@ -364,6 +462,7 @@ class Federation:
         status = self.status()
         return {"in_flight": status["in_flight"], "sent": self.sent,
                 "delivered": self.delivered, "stalled": self.stalled,
+                "undelivered": self.reported_undelivered,
                 "remote_drops": dict(self.remote_drops),
                 "reachable": {name: c["reachable"] for name, c in status["clusters"].items()}}
 
@@ -392,7 +491,8 @@ class Federation:
             "in_flight": len(flights),
             "messages": flights[:20],
             "sent": self.sent, "delivered": self.delivered, "stalled": self.stalled,
-            "rejoins": self.rejoins, "records_submitted": self.records_submitted,
+            "rejoins": self.rejoins, "reported_undelivered": self.reported_undelivered,
+            "records_submitted": self.records_submitted,
             "records_ordered": self.records_ordered,
             "protocol": {} if self.member is None else dict(self.member.counters),
             "datagrams_sent": self.link.sent, "datagrams_received": self.link.received,

@@ -125,5 +125,5 @@ def member_config(section: FederationSection) -> FederationConfig:
         clusters={name: tuple(member_id(name, n) for n in sorted(c.addresses()))
                   for name, c in sorted(section.clusters.items())},
         retransmit_s=section.retransmit_s, stall_after_s=section.stall_after_s,
-        max_payload=MAX_GLOBAL_PAYLOAD + FRAMING_BYTES,
+        deadline_s=section.deadline_s, max_payload=MAX_GLOBAL_PAYLOAD + FRAMING_BYTES,
     )

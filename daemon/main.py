@@ -21,7 +21,6 @@ import structlog
 from .. import __version__
 from ..argtypes import OneLineParser
 from ..protocols.errors import ConfigurationError
-from . import native
 from .config import load_config
 from .logs import configure_logging
 
@@ -43,10 +42,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging()
     log = structlog.get_logger("amcastd")
-    stale = native.problem()
-    if stale is not None:  # a compiled module would run instead of its edited source
-        log.error("amcastd cannot start", error=stale)
-        return 2
     try:
         config = load_config(args.config, os.environ)
         configure_logging(config.logs.level, config.logs.format)

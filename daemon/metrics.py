@@ -543,7 +543,8 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
 
 
 NO_FEDERATION: Mapping[str, Any] = MappingProxyType({
-    "in_flight": 0, "sent": 0, "delivered": 0, "stalled": 0, "remote_drops": {},
+    "in_flight": 0, "sent": 0, "delivered": 0, "stalled": 0, "undelivered": 0,
+    "remote_drops": {},
     "reachable": {}})
 """What a daemon without ``[federation]`` exports: zeros (alert rules find the series)."""
 
@@ -561,6 +562,9 @@ def _federation_families(f: Mapping[str, Any]) -> Iterator[Metric]:
          "delivered"),
         ("amcast_federation_stalled", "stall reports: a cross-cluster message older than "
          "federation.stall_after_s still waits for another cluster", "stalled"),
+        ("amcast_federation_undelivered", "own cross-cluster messages reported undelivered "
+         "to their clients (not acknowledged by every destination within "
+         "federation.deadline_s, or at shutdown; outcome unknown)", "undelivered"),
     ):
         yield CounterMetricFamily(name, doc, value=f[key])
     fam = CounterMetricFamily("amcast_federation_remote_drops",
@@ -609,11 +613,12 @@ class Metrics:
 
     def set_core(self, core: Mapping[str, str]) -> None:
         """``amcast_core_info``: 1, labelled with which implementation runs each part of
-        the data path (``Daemon.core``: ``decode``, ``seal``, ``modules``)."""
+        the data path (``Daemon.core``, ``Node.core``'s parts: ``decode``, ``seal``,
+        ``order``)."""
         if self._core is None:
             self._core = Gauge("amcast_core_info",
                                "1; the labels say which implementation runs each part of "
-                               "the data path (native or pure; compiled or interpreted)",
+                               "the data path (native or pure)",
                                labelnames=sorted(core), registry=self.registry)
         self._core.labels(**core).set(1)
 

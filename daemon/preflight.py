@@ -31,7 +31,7 @@ from typing import Any
 
 from ..protocols.errors import ConfigurationError
 from ..protocols.node import Node
-from . import native
+from ..protocols.wire import native as cores
 from .api import directory_problem, socket_path_problem
 from .config import DaemonConfig
 from .metrics_access import load_access
@@ -104,6 +104,7 @@ def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, A
         "protocol.max_pending_bytes": limits.engine_max_pending_bytes,
         "envelope_bytes": limits.envelope_bytes,
         "phi": phi,
-        **native.state(),  # protocol_core: interpreted or compiled (make native)
+        # the data path's core as AMCAST_CORE and AMCAST_SEAL select it (docs/native.md)
+        "core": {"decode": cores.core_name(), "seal": cores.seal_core()},
     }
     return shown

@@ -71,7 +71,7 @@ from ..protocols.events import (
     ViewInstalled,
 )
 from ..protocols.node import Node
-from . import fanout, health, native, observe, reload, shutdown
+from . import fanout, health, observe, reload, shutdown
 from .access import AccessPolicy
 from .api import ApiServer, ClientConnection, ensure_fd_limit
 from .config import DaemonConfig
@@ -139,8 +139,8 @@ class Daemon:
         ordering = self.node_config.ordering
         self.variant = str(self.node_config.rule) if ordering == "toto" else ordering
         self.core: dict[str, str] = {}
-        """Which implementation runs each part of the data path (``Node.core``) and the
-        protocol modules (``native.state``: compiled by mypyc or interpreted); set at start."""
+        """Which implementation runs each part of the data path (``Node.core``); set at
+        start."""
         # one envelope should fit one datagram (the engine fragments bigger ones)
         self.envelope_bytes = self.limits.envelope_bytes
         seed = config.node.seed
@@ -244,7 +244,7 @@ class Daemon:
             incarnation_floor=int(self._wall_clock() * 1000),
         )
         self._follow_wall_clock()
-        self.core = {**self.node.core, "modules": native.state()["protocol_core"]}
+        self.core = dict(self.node.core)
         self.metrics.set_core(self.core)
         self.groups = Groups(self.node_id, self.api.members_of, self,
                              agreed=hasattr(self.node, "membership"),
@@ -422,7 +422,7 @@ class Daemon:
             return "shutting_down"
         fed = self.federation
         if clusters is not None and (fed is None or not fed.is_local(clusters)):
-            return self._send_global(conn, groups, payloads, clusters)
+            return self._send_global(conn, groups, payloads, clusters, ref)
         level = LEVELS[service]
         cid = conn.id
         total = sum(map(len, payloads))
@@ -454,7 +454,7 @@ class Daemon:
         return None
 
     def _send_global(self, conn: ClientConnection, groups: list[str],
-                     payloads: list[bytes], clusters: list[str]) -> str | None:
+                     payloads: list[bytes], clusters: list[str], ref: Any = None) -> str | None:
         fed = self.federation
         if fed is None:
             return "unknown_cluster"
@@ -465,7 +465,7 @@ class Daemon:
         if queue and not queue.fits(sum(map(len, payloads)) + 256 * len(payloads)):
             return "overloaded"
         self.counters.messages_accepted += len(payloads)
-        refused = fed.multicast(conn.id, groups[0], payloads, clusters)
+        refused = fed.multicast(conn.id, groups[0], payloads, clusters, ref)
         self.request_pump()
         return refused
 

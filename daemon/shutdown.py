@@ -26,6 +26,7 @@ from ..protocols.node_config import NodeConfig
 from .api import ApiServer
 from .config import DaemonConfig
 from .fanout import report_undelivered
+from .federation import Federation
 from .metrics import Counters
 from .notify import Notifier
 from .submitq import Ledger, SubmitQueue
@@ -71,6 +72,7 @@ class Host(Protocol):
     notifier: Notifier
     api: ApiServer
     waits: Waits
+    federation: Federation | None
 
     def now(self) -> float: ...
 
@@ -108,6 +110,8 @@ async def shutdown(d: Host) -> None:
         await leave(d)
     d.queue.clear()  # never handed to the engine: reported just below
     reported = report_undelivered(d.api, d.ledger, d.counters)
+    if d.federation is not None:
+        reported += d.federation.report_shutdown()
     d.api.close_clients("shutting_down", "the daemon is stopping")
     # let the transports flush: clients read their last frames, see EOF and close
     await d.api.wait_closed(d.config.api.close_grace_s)

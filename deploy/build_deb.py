@@ -49,9 +49,9 @@ def python_minor(python: str) -> str:
 
 
 def pure_wheel(work: Path) -> Path | str:
-    """amcast's wheel from a copy of the tracked files (``deploy/build_native.py``)."""
-    spec = importlib.util.spec_from_file_location("build_native",
-                                                  ROOT / "deploy" / "build_native.py")
+    """amcast's wheel from a copy of the tracked files (``deploy/build_wheel.py``)."""
+    spec = importlib.util.spec_from_file_location("build_wheel",
+                                                  ROOT / "deploy" / "build_wheel.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,11 +1,11 @@
-"""``make typecheck``: mypy over the protocol core's hot modules (``amcast.daemon.native``'s
-``MODULES``, the modules the mypyc build compiled), as the package names them.
+"""``make lint``'s type check: mypy over the protocol core's hot modules (``MODULES``), as
+the package names them.
 
 The layers state what they read of their configuration and of each other as
 ``typing.Protocol`` classes (docs/architecture.md, *Typed configuration*); this check is
-what proves that ``NodeConfig`` and the membership layer satisfy them. Like the mypyc
-build it stages ``protocols/`` as ``amcast/protocols/`` in a temporary directory, so that
-mypy names the modules as the installed package does. Exit status: mypy's.
+what proves that ``NodeConfig`` and the membership layer satisfy them. It stages
+``protocols/`` as ``amcast/protocols/`` in a temporary directory, so that mypy names the
+modules as the installed package does. Exit status: mypy's.
 """
 
 from __future__ import annotations
@@ -16,20 +16,30 @@ import sys
 import tempfile
 from pathlib import Path
 
-from amcast.daemon import native
-
 import amcast
+from amcast import protocols
+
+PROTOCOLS = Path(protocols.__file__).resolve().parent
+MODULES = (
+    "wire.codec", "wire.auth", "wire.replay",
+    "reliable.causal", "reliable.stability", "reliable.layer", "reliable.repair",
+    "ordering.engine", "ordering.rules", "ordering.votes",
+    "session", "node", "membership.layer", "membership.detector",
+)
+"""The hot path of every datagram, relative to ``amcast.protocols``: decode and
+authenticate, causal release, acks and stability, the engine's insert and rule, the
+membership layer and the node around them."""
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="amcast-typecheck-") as tmp:
         stage = Path(tmp)
         package = stage / "amcast"
-        shutil.copytree(native.PROTOCOLS, package / "protocols",
-                        ignore=shutil.ignore_patterns("*.so", "__pycache__", "native.json"))
+        shutil.copytree(PROTOCOLS, package / "protocols",
+                        ignore=shutil.ignore_patterns("*.so", "__pycache__"))
         shutil.copy(Path(amcast.__file__), package / "__init__.py")
         files = [str(Path("amcast", "protocols", *m.split(".")).with_suffix(".py"))
-                 for m in native.MODULES]
+                 for m in MODULES]
         return subprocess.run([sys.executable, "-m", "mypy", "--ignore-missing-imports",
                                "--no-incremental", *files], cwd=stage).returncode
 

@@ -27,6 +27,7 @@ import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .errors import (
@@ -51,6 +52,7 @@ from .membership.quorum import needed
 from .node_config import NodeConfig
 from .ordering import OrderingConfig
 from .ordering.config import OrderingRule
+from .ordering.native import engine_core, engine_core_for
 from .reliable.batching import Batcher
 from .reliable.flow import SendWindow
 from .reliable.layer import ReliableCounters
@@ -58,7 +60,7 @@ from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .repeats import HeartbeatRepeats
 from .session import ViewSession
-from .swap.engine import settings_text
+from .swap.engine import settings_text, tree_problem, view_tree
 from .vocabulary import ServiceLevel
 from .wire.auth import Authenticator, Sealed
 from .wire.clock import ClockWatch, PeerClock
@@ -218,6 +220,9 @@ class Node:
         self.config = config
         self.node_id = node_id
         self.members = tuple(sorted(members))
+        self._core = core
+        """The core asked for (``None``: ``AMCAST_CORE``): the data path's and the ToTo
+        engine's of every view (``ordering.native``)."""
         self._now = now
         self._rng = rng
         self._auth: Authenticator | NativeSealer = make_sealer(
@@ -275,6 +280,11 @@ class Node:
         )
         self.membership.make_session = self._make_session
         self.membership.view_closed = self._view_closed
+        if config.ordering != "toto":
+            self.membership.view_tree = partial(
+                view_tree, shape=config.swap_tree, fanout=config.swap_fanout,
+                root_group=config.swap_root_group if config.ordering == "hybrid" else 1)
+            self.membership.tree_problem = tree_problem
         if initial_view is not None:
             self.membership.install_initial(initial_view, now)
 
@@ -631,10 +641,19 @@ class Node:
     def core(self) -> dict[str, str]:
         """Which implementation runs each part of the data path (``native``: the Rust
         extension; ``pure``: the Python reference, ``AMCAST_CORE``): ``decode`` (the
-        datagram decoder) and ``seal`` (sealing, opening and the replay guard;
-        docs/native.md)."""
+        datagram decoder), ``seal`` (sealing, opening and the replay guard) and ``order``
+        (the ToTo engine of the current view, else the one a view of the listed members
+        would get; docs/native.md)."""
+        session = self.membership.session
+        if self.config.ordering != "toto":
+            order = "pure"  # the swap orderings are Python only
+        elif session is not None and session.swap is None:
+            order = engine_core(session.engine)
+        else:
+            order = engine_core_for(self._core, len(self.members))
         return {"decode": decoder_name(self._decode),
-                "seal": "pure" if isinstance(self._auth, Authenticator) else "native"}
+                "seal": "pure" if isinstance(self._auth, Authenticator) else "native",
+                "order": order}
 
     @property
     def leaving_started(self) -> bool:
@@ -861,9 +880,10 @@ class Node:
         self._batcher.restart_partial()
         session = ViewSession(
             view.view_id, view.nodes, node_id=self.node_id, config=self.config,
+            tree=view.tree,
             rng=random.Random(self._rng.random()), now=now, drop=self._drop,
             counters=self._counters, limiter=self._limiter,
-            lateness=self._lateness,
+            lateness=self._lateness, core=self._core,
         )
         if self._holding:
             session.hold_releases(True, now)

@@ -32,12 +32,15 @@ class NodeConfig:
     swap ordering of *Ordered Multicast and Distributed Swap* (``arrow``, ``combining``,
     ``hybrid``; ``protocols/swap/engine.py``; ``rule`` and ``phi`` then do not apply)."""
     swap_tree: str = "balanced"
-    """The spanning tree a swap ordering builds over each view's sorted member list:
+    """The spanning tree a swap ordering builds over the first view's sorted member list:
     ``balanced`` (fan-out ``swap_fanout``), ``star`` or ``path``; the lowest id is the
-    arrow's first sink, the combining root, the hybrid's first virtual-root member."""
+    arrow's first sink, the combining root, the hybrid's first virtual-root member. Later
+    views carry the tree: joiners attach as leaves where the shape says, leavers are
+    contracted into a neighbour (``swap/carry.py``)."""
     swap_fanout: int = 2
     swap_root_group: int = 3
-    """The hybrid's virtual root R: the first this many members of the tree."""
+    """The hybrid's virtual root R: the first this many members of the tree (kept at this
+    size across views by the nodes next to it)."""
     swap_window: float = 0.0
     """How long a combining node holds requests to combine them, seconds."""
 

@@ -43,6 +43,7 @@ from .events import BatchDelivered, Event, SwapGap
 from .ordering import OrderingConfig, TotalOrderEngine
 from .ordering.config import OrderingRule
 from .ordering.messages import CausalMessage, MessageDelivered
+from .ordering.native import make_engine
 from .reliable.batching import Batcher, Reassembler
 from .reliable.config import ReliableConfig
 from .reliable.flow import SendWindow
@@ -126,7 +127,11 @@ class ViewSession:
         counters: ReliableCounters,
         limiter: PeerLimiter | None = None,
         lateness: Lateness | None = None,
+        core: str | None = None,
+        tree: tuple[int, ...] = (),
     ) -> None:
+        """``core``: the ToTo engine's (``pure``, ``native``, ``auto``; ``None``:
+        ``AMCAST_CORE``; ``ordering.native``)."""
         self.view_id = view_id
         self.members = members
         self.node_id = node_id
@@ -142,10 +147,10 @@ class ViewSession:
             self.swap = self.engine = SwapOrdering(
                 view_id, members, node_id, ordering=config.ordering, shape=config.swap_tree,
                 fanout=config.swap_fanout, root_group=config.swap_root_group,
-                window=config.swap_window, rto=config.nack_retry, drop=drop)
+                window=config.swap_window, rto=config.nack_retry, drop=drop, tree=tree)
         else:
-            self.engine = TotalOrderEngine(
-                list(members), ordering_for(config.rule, config.phi, len(members)))
+            self.engine = make_engine(
+                list(members), ordering_for(config.rule, config.phi, len(members)), core)
         if config.lazy_ack_delay > config.ack_delay:
             self.reliable.prompt_origins = prompt_origins(members, node_id, self.engine.phi)
         self._drop = drop

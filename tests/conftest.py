@@ -1,7 +1,5 @@
-"""Fixtures for every test: short socket paths (unix socket paths are limited to ~100 bytes).
-
-A compiled protocol core older than its sources (``make native``, then an edit) would
-test the old code: the session refuses to start on one."""
+"""Fixtures for every test: short socket paths (unix socket paths are limited to ~100
+bytes), the wheel builder as a module."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from amcast.daemon import native
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -35,12 +32,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FileScheduling(config, log)
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    stale = native.problem()
-    if stale is not None:
-        pytest.exit(stale, returncode=4)
-
-
 @pytest.fixture
 def short_dir() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="amc-cl-", dir="/tmp"))
@@ -54,10 +45,10 @@ def sock(short_dir: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def build_native() -> ModuleType:
-    """``deploy/build_native.py`` (``make native``, ``make wheel-native``) as a module."""
-    path = Path(__file__).resolve().parents[1] / "deploy" / "build_native.py"
-    spec = importlib.util.spec_from_file_location("build_native", path)
+def build_wheel() -> ModuleType:
+    """``deploy/build_wheel.py`` (amcast's own wheel from the tracked files) as a module."""
+    path = Path(__file__).resolve().parents[1] / "deploy" / "build_wheel.py"
+    spec = importlib.util.spec_from_file_location("build_wheel", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

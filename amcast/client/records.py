@@ -143,8 +143,11 @@ class OrderGap:
 class Undelivered:
     """An ``undelivered`` error: this client's messages ``messages`` (numbers, see
     ``amcast.client.errors``) were accepted and not delivered here: the daemon stopped
-    first, or it was excluded from the view they were sent in. They are not sent again;
-    members excluded with it may or may not deliver them. ``outcome``:
+    first, or it was excluded from the view they were sent in, or (cross-cluster
+    messages) their destination clusters did not all acknowledge them in time. Local
+    messages are not sent again; members excluded with it may or may not deliver them.
+    Cross-cluster ones (``reason`` ``deadline``) are still sent by the daemon: their
+    outcome is ``unknown``, they are delivered by every destination cluster or by none. ``outcome``:
     ``"not_delivered"`` (the daemon learned the primary component did not deliver them),
     ``"delivered"`` (the primary component delivered them while this daemon was away from
     the view: they lie in its order gap, and reach this client only by state transfer),
@@ -158,6 +161,14 @@ class Undelivered:
     """The daemon's explanation, for people."""
     outcome: str = ""
     """``not_delivered``, ``delivered``, ``unknown`` or ``""`` (see above)."""
+    reason: str = ""
+    """Why (``amcast.socket_protocol.UNDELIVERED_REASONS``): ``view_change`` (excluded
+    from the view they were sent in), ``shutting_down`` (the daemon stopped first),
+    ``deadline`` (cross-cluster messages that not every destination cluster
+    acknowledged holding within ``federation.deadline_s``), or ``""`` (an older
+    daemon)."""
+    clusters: tuple[str, ...] = ()
+    """``deadline``: the destination clusters that had not acknowledged, sorted."""
 
     @property
     def count(self) -> int:

@@ -530,7 +530,12 @@ class Session:
             messages = range(rid + first, end)
             self.undelivered.append(messages)
             outcome = frame.get("outcome")
-            return Undelivered(messages, detail, outcome if type(outcome) is str else "")
+            reason = frame.get("reason")
+            clusters = frame.get("clusters")
+            names = (tuple(sorted(c for c in clusters if type(c) is str))
+                     if type(clusters) is list else ())
+            return Undelivered(messages, detail, outcome if type(outcome) is str else "",
+                               reason if type(reason) is str else "", names)
         for f in self._inflight:
             if f.first == rid:
                 self._inflight.remove(f)

@@ -82,7 +82,8 @@ def event_text(item: Notice) -> str:
                  else f"view {item.after[0]} position {item.after[1]}")
         return f"# gap before view {item.view}: missed the total order after {since}"
     last = item.messages.stop - 1
-    return (f"# undelivered {item.count} message(s) {item.first}..{last}: "
+    why = f" [{item.reason}, outcome {item.outcome or 'unknown'}]" if item.reason else ""
+    return (f"# undelivered {item.count} message(s) {item.first}..{last}{why}: "
             f"{item.detail or 'not delivered by the primary component'}")
 
 
@@ -106,8 +107,15 @@ def event_json(item: Notice) -> dict[str, Any]:
     if isinstance(item, OrderGap):
         return {"event": "gap", "view": item.view,
                 "after": None if item.after is None else list(item.after)}
-    return {"event": "undelivered", "first": item.first, "count": item.count,
-            "detail": item.detail}
+    out = {"event": "undelivered", "first": item.first, "count": item.count,
+           "detail": item.detail}
+    if item.outcome:
+        out["outcome"] = item.outcome
+    if item.reason:
+        out["reason"] = item.reason
+    if item.clusters:
+        out["clusters"] = list(item.clusters)
+    return out
 
 
 def _other(item: Event, as_json: bool) -> None:

@@ -4,19 +4,11 @@
 # with Python 3.11 in a virtual environment at /opt/python, first on PATH, so that `python`
 # and `pip` behave as in the official image. Imported into the Docker engine as $IMAGE.
 #   deploy/container/base-image.sh [IMAGE]      (default amcast-base:bookworm)
-#   deploy/container/base-image.sh --build [IMAGE]   (default amcast-build-base:bookworm)
-#       the same with gcc and Python's headers: the Dockerfile's BUILD_IMAGE, where mypyc
-#       compiles the protocol core for the `amcastd-native` target
 # Needs root, debootstrap and a reachable Debian mirror (DEBIAN_MIRROR). Does nothing when
 # the image is already there (FORCE=1 rebuilds it).
 set -eu
 PACKAGES=python3,python3-venv,ca-certificates
 DEFAULT=amcast-base:bookworm
-if [ "${1:-}" = "--build" ]; then
-    shift
-    PACKAGES=$PACKAGES,gcc,libc6-dev,python3-dev
-    DEFAULT=amcast-build-base:bookworm
-fi
 IMAGE=${1:-$DEFAULT}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 if [ -z "${FORCE:-}" ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then

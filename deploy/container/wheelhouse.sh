@@ -1,11 +1,13 @@
 #!/bin/sh
 # A local wheel cache for building the image where PyPI cannot be reached from the build:
 # every wheel of requirements.lock (and, with ANALYTICS=1, requirements-analytics.lock),
-# plus pip, wheel and setuptools for the build stage and mypy (pyproject's `native`
-# extra) for the build-native stage, downloaded with this host's pip.
+# plus pip, wheel and setuptools for the build stage, downloaded with this host's pip,
+# and the native data path's abi3 wheel (amcast-native), built here by maturin
+# (MATURIN, default: maturin on PATH, else the checkout's .venv; cargo must be there).
 #   deploy/container/wheelhouse.sh DIR          (PYTHON: a Python 3.11, as in the image)
 # Serve DIR over HTTP where the build runs and pass
 #   --build-arg PIP_OPTS="--no-index --find-links http://HOST:PORT/"
+#   --build-arg RUST_IMAGE=<the base image> --build-arg NATIVE_PREBUILT=1
 set -eu
 DIR=${1:?usage: wheelhouse.sh DIR}
 PYTHON=${PYTHON:-python3}
@@ -18,9 +20,8 @@ fi
 mkdir -p "$DIR"
 set -- -r "$HERE/requirements.lock"
 if [ -n "${ANALYTICS:-}" ]; then set -- "$@" -r "$HERE/requirements-analytics.lock"; fi
-native=$("$PYTHON" -c 'import sys, tomllib
-print(*tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["native"])' \
-    "$HERE/pyproject.toml")
 "$PYTHON" -m pip download --quiet --only-binary=:all: --dest "$DIR" "$@" \
-    pip wheel "setuptools>=77" $native
+    pip wheel "setuptools>=77"
+MATURIN=${MATURIN:-$(command -v maturin || echo "$HERE/.venv/bin/maturin")}
+"$MATURIN" build --quiet --release --locked -m "$HERE/native/Cargo.toml" --out "$DIR"
 echo "wheelhouse $DIR: $(ls "$DIR" | wc -l) wheels"

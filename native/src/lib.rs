@@ -1,6 +1,6 @@
 //! amcast's native data path: the per-datagram wire work (sealing, opening, the replay
 //! guard, decoding the data-plane datagram) in Rust, bound to Python with PyO3 as the
-//! module `amcast_native`. The Python core (`amcast.protocols.wire`) stays the
+//! module `amcast_native`; and the ToTo total-order engine (`ordering`). The Python core (`amcast.protocols.wire`) stays the
 //! reference: the differential tests in `tests/native/` feed both the same datagrams and
 //! require the same decisions.
 
@@ -11,8 +11,11 @@ pub mod datagram;
 pub mod error;
 pub mod membership;
 pub mod msgpack;
+pub mod ordering;
 pub mod pyrepr;
 pub mod replay;
 
 #[cfg(feature = "python")]
 mod python;
+#[cfg(feature = "python")]
+mod python_engine;

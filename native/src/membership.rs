@@ -24,6 +24,9 @@ pub struct View {
     pub members: Vec<Member>,
     pub potential: Vec<i128>,
     pub prev_id: i128,
+    /// The swap tree (``ViewRecord.tree``): each member's parent, then the hybrid's
+    /// virtual root; empty when not written.
+    pub tree: Vec<i128>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -160,7 +163,9 @@ fn read_view(value: &Value<'_>, limits: &Limits) -> Result<Option<View>, Refusal
         return Ok(None);
     }
     let fields = read_list(value, "view record")?;
-    arity(fields, 4, "view record")?;
+    if fields.len() != 4 && fields.len() != 5 {
+        return Err(bad("view record arity"));
+    }
     let view_id = read_int(&fields[0], 1, MAX_VIEW_ID, "view id")?;
     let members = read_members(&fields[1], limits, "view members")?;
     if members.is_empty() {
@@ -175,7 +180,20 @@ fn read_view(value: &Value<'_>, limits: &Limits) -> Result<Option<View>, Refusal
         return Err(bad("potential members not sorted and distinct"));
     }
     let prev_id = read_int(&fields[3], 0, view_id - 1, "previous view id")?;
-    Ok(Some(View { view_id, members, potential, prev_id }))
+    let mut tree = Vec::new();
+    if fields.len() == 5 {
+        for x in read_list_max(&fields[4], "swap tree", 2 * limits.max_members)? {
+            let t = read_int(x, 0, MAX_NODE_ID, "swap tree")?;
+            if !members.iter().any(|m| m.0 == t) {
+                return Err(bad("tree: not a member"));
+            }
+            tree.push(t);
+        }
+        if tree.len() <= members.len() {
+            return Err(bad("tree: too short"));
+        }
+    }
+    Ok(Some(View { view_id, members, potential, prev_id, tree }))
 }
 
 fn read_proposal(value: &Value<'_>, limits: &Limits) -> Result<Proposal, Refusal> {

@@ -359,8 +359,10 @@ impl<'py> Builder<'_, 'py> {
     fn view(&self, v: Option<&membership::View>) -> PyResult<Obj<'py>> {
         let Some(v) = v else { return Ok(none(self.py)) };
         let potential = PyTuple::new(self.py, v.potential.iter().map(|&p| u64_of(p)))?;
+        let tree = PyTuple::new(self.py, v.tree.iter().map(|&t| u64_of(t)))?;
         self.make(VIEW_RECORD, vec![int(self.py, v.view_id)?, self.members(&v.members)?,
-                                   potential.into_any(), int(self.py, v.prev_id)?])
+                                   potential.into_any(), int(self.py, v.prev_id)?,
+                                   tree.into_any()])
     }
 
     fn proposal(&self, p: &membership::Proposal) -> PyResult<Obj<'py>> {
@@ -606,6 +608,8 @@ fn amcast_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyAuthenticator>()?;
     m.add_class::<PyReplayGuard>()?;
     m.add_class::<PyDecoder>()?;
+    m.add_class::<crate::python_engine::PyEngine>()?;
+    m.add("ENGINE_MAX_MEMBERS", crate::ordering::MAX_MEMBERS)?;
     m.add("WINDOW", crate::replay::WINDOW)?;
     Ok(())
 }

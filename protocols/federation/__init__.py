@@ -26,6 +26,10 @@ Interface for the daemon (additions to the brief's interface):
 - ``next_deadline()``: when ``tick`` has work next; ``counters``: refusals and
   retransmissions by reason (for metrics).
 - ``Stalled`` is repeated every ``stall_after_s`` while a message waits.
+- ``Undelivered``: an own multicast not committed within ``deadline_s``, for its
+  client, once (outcome ``unknown``: ``member.py``, "Outcomes of own multicasts");
+  ``owns(m)`` says whether m is still uncommitted; ``adopt(old, now)`` moves a dropped
+  member's uncommitted multicasts to its successor (after an order gap).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .outputs import (
     Output,
     SendRemote,
     Stalled,
+    Undelivered,
 )
 from .wire import is_record
 
@@ -56,6 +61,7 @@ __all__ = [
     "Output",
     "SendRemote",
     "Stalled",
+    "Undelivered",
     "batch_sends",
     "is_record",
 ]

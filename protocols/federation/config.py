@@ -43,6 +43,10 @@ class FederationConfig:
     """Largest payload of a global message, bytes."""
     snapshot_retry_s: float = 2.0
     """A joiner whose state request got no snapshot after this long asks again."""
+    deadline_s: float = 60.0
+    """An own multicast that not every destination cluster has acknowledged holding
+    after this long is reported to its client (``Undelivered``, outcome ``unknown``:
+    the member goes on trying, so it may still be delivered, by every destination)."""
 
     def __post_init__(self) -> None:
         if self.cluster not in self.clusters:
@@ -67,6 +71,8 @@ class FederationConfig:
             raise ConfigurationError("federation: max_in_flight and horizon must be >= 1")
         if not self.snapshot_retry_s > 0:
             raise ConfigurationError("federation: snapshot_retry_s must be > 0")
+        if not self.deadline_s > 0:
+            raise ConfigurationError("federation: deadline_s must be > 0")
 
     def members_of(self, cluster: str) -> tuple[str, ...]:
         return tuple(self.clusters[cluster])

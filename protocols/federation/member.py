@@ -58,6 +58,20 @@ orders ``RecStateRequest(node, nonce)`` and keeps every record after it; one mem
 with state (chosen by the nonce in the view) answers with ``RecState``, the state at
 the request's position in the order. The joiner installs it and applies the records it
 kept, then runs like the others. It asks again after ``snapshot_retry_s``.
+
+Outcomes of own multicasts. The member keeps an own multicast m (and sends it again)
+until every other destination cluster has acknowledged holding its Submit and, when
+the own cluster is in Dst(m), the own order has delivered it: m is then *committed*,
+every destination's order holds its timestamp, and every destination delivers it once
+the destinations' timestamps reach each other (nothing can stop that but a cluster
+that never answers again). A multicast not committed ``deadline_s`` after it was made
+is reported once (``Undelivered``, outcome ``unknown``) and still sent: a destination
+that holds the Submit gave it a timestamp, which is irrevocable, so the member can
+never say "not delivered", only that it does not know; and since every destination
+needs every other one's timestamp, m is delivered by all of its destinations or by
+none, never by a part. A daemon whose member missed part of its cluster's order makes
+a new member, which ``adopt``s the old one's own multicasts (so they are neither lost
+nor reported twice).
 """
 
 from __future__ import annotations
@@ -77,6 +91,7 @@ from .outputs import (
     Output,
     SendRemote,
     Stalled,
+    Undelivered,
 )
 from .state import ClusterState
 from .wire import (
@@ -122,6 +137,8 @@ class _Own:
     since: float
     attempt: int = 0
     next_t: float = 0.0
+    reported: bool = False
+    """``Undelivered`` was reported for it (once, at ``since + deadline_s``)."""
 
 
 @dataclass(slots=True)
@@ -505,6 +522,25 @@ class FederationMember:
             elif not ack.submit:
                 stamp.waiting[h] = True
 
+    def owns(self, m: FedId) -> bool:
+        """Whether own multicast m is not committed yet (module docstring, Outcomes)."""
+        return m in self._own
+
+    def adopt(self, old: FederationMember, now: float) -> None:
+        """Take over the own multicasts ``old`` (this daemon's previous member, dropped
+        after an order gap) had not committed: they are sent again from here, their
+        own Submit ordered again where the old member had not seen it ordered (a copy
+        the cluster holds already is ignored), and each is reported at most once."""
+        self._now = max(self._now, now)
+        self.next_seq = max(self.next_seq, old.next_seq)
+        for m, e in old._own.items():
+            if m not in self._own:
+                self._own[m] = _Own(e.dst, e.group, e.payload, set(e.waiting),
+                                    e.own_pending, e.since, next_t=now,
+                                    reported=e.reported)
+                if m in old._stall_next:
+                    self._stall_next[m] = old._stall_next[m]
+
     def _forget_own_if_done(self, m: FedId, own: _Own) -> None:
         if not own.waiting and not own.own_pending:
             del self._own[m]
@@ -520,12 +556,19 @@ class FederationMember:
         """Retransmissions that are due, stall reports, a joiner's (repeated) request."""
         self._now = max(self._now, now)
         out: list[Output] = []
+        deadline = self.config.deadline_s
         for m, own in self._own.items():
             if own.next_t <= now:
                 own.attempt += 1
                 own.next_t = now + self._backoff(own.attempt)
                 self.counters["retransmit_submit"] += 1
                 out += self._send_own(m, own)
+            if not own.reported and now - own.since >= deadline:
+                own.reported = True
+                self.counters["undelivered_deadline"] += 1
+                waiting = set(own.waiting) | ({self.cluster} if own.own_pending else set())
+                out.append(Undelivered(m, "deadline", tuple(sorted(waiting)),
+                                       now - own.since))
         for m, stamp in self._stamps.items():
             if stamp.next_t <= now:
                 stamp.attempt += 1
@@ -600,6 +643,8 @@ class FederationMember:
     def next_deadline(self) -> float | None:
         """When ``tick`` has something to do next (None: nothing pending)."""
         times = [o.next_t for o in self._own.values()]
+        times += [o.since + self.config.deadline_s for o in self._own.values()
+                  if not o.reported]
         times += [s.next_t for s in self._stamps.values()]
         if self._seen:
             m, since = next(iter(self._seen.items()))

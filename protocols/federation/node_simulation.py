@@ -10,7 +10,8 @@ Node refuses it for backpressure); every payload the Node delivers that is a
 federation record (``wire.is_record``) goes to ``on_ordered``, the others are local
 messages; a ``ViewInstalled`` goes to ``on_view``; a restarted process or an
 ``OrderGap`` (the member missed part of its cluster's order) starts a new
-``FederationMember`` with ``joining=True``. The datagrams of one input of a member go
+``FederationMember`` with ``joining=True`` (after a gap, the same daemon: the new member
+``adopt``s the old one's own multicasts). The datagrams of one input of a member go
 out batched per destination member (``batching.batch_sends``) and cross a lossy,
 duplicating, reordering link (``LinkFaults``).
 
@@ -38,7 +39,16 @@ from ..vocabulary import ServiceLevel
 from .batching import batch_sends
 from .config import FederationConfig
 from .member import FederationMember
-from .outputs import Deliver, DroppedRemote, FedId, OrderLocally, Output, SendRemote, Stalled
+from .outputs import (
+    Deliver,
+    DroppedRemote,
+    FedId,
+    OrderLocally,
+    Output,
+    SendRemote,
+    Stalled,
+    Undelivered,
+)
 from .simulation import FedResult, judge
 from .wire import DgBatch, decode_datagram, is_record
 
@@ -99,6 +109,8 @@ class _NodeSim:
         """pid -> (deliveries read from its process log, events read from its node)."""
         self.backlog: dict[int, list[bytes]] = {}
         self.joiners: set[int] = set()
+        self.successor: dict[int, int] = {}
+        """pid -> the pid of the same daemon's next member (after an order gap)."""
         self.ended: set[int] = set()
         self.fedmap: dict[FedId, MsgId] = {}
         self._dst: dict[MsgId, tuple[str, ...]] = {}
@@ -162,6 +174,8 @@ class _NodeSim:
                 self.r.delivery_times[pid][cid] = self.now
             elif isinstance(o, Stalled):
                 self.r.stalls.append((self.now, pid, o))
+            elif isinstance(o, Undelivered):
+                self.r.undelivered[self._cid(o.msg_id)].append(o.outcome)
             elif isinstance(o, DroppedRemote):
                 self.r.dropped[o.reason] += 1
         self._submit_backlog(pid)
@@ -236,7 +250,9 @@ class _NodeSim:
                 member = self.members[pid]
                 for ev in events[seen:]:
                     if isinstance(ev, OrderGap):
-                        self._new_member(c, i, joining=True)
+                        new = self._new_member(c, i, joining=True)
+                        self.members[new].adopt(member, self.now)
+                        self.successor[pid] = new
                         break
                     if isinstance(ev, ViewInstalled):
                         self.emit(pid, member.on_view(
@@ -338,6 +354,12 @@ class _NodeSim:
             dst = self._dst.get(cid, (self.cluster_of_pid[m.sender],))
             r.multicasts[cid] = Multicast(
                 m.sender, frozenset(p for c in dst for p in by_cluster[c]))
+        for cid in r.global_ids:
+            last = r.multicasts[cid].sender
+            while last in self.successor:
+                last = self.successor[last]
+            if last not in self.ended and self.current[self.node_of_pid[last]] == last:
+                r.stayed_up.add(cid)
         correct = {p for p in self.members if p not in self.ended and p not in self.joiners}
         complete = {p for p in self.joiners if p not in self.ended
                     and self.members[p].state is not None}

@@ -15,7 +15,8 @@ and reordered by ``LinkFaults``; the layer's own retransmissions repair it. Faul
 crashes (a view change reaches the others after ``detect_delay``), restarts as joiners
 (a new incarnation with ``joining=True`` that gets the state through the order), a
 member cut off from its cluster's order for a while (it keeps its stale state and still
-answers other clusters, then comes back as a joiner), a sender crashing in the middle of
+answers other clusters, then comes back as a joiner: the same daemon, whose new member
+``adopt``s the old one's own multicasts), a sender crashing in the middle of
 its multicast (only a prefix of its datagrams leaves), and a whole cluster unreachable
 from the others for seconds (its messages stall, ``Stalled`` is reported, then they
 finish).
@@ -23,8 +24,11 @@ finish).
 Every run is checked: ``multigroup.checkers.check_run`` (the global acyclicity oracle on
 the merged delivered-before graph of every incarnation, local messages included;
 integrity; uniform agreement and termination for the correct members; participant
-minimality of every datagram), ``checkers.check_joiners``, and quiescence (no correct
-member still retransmits at the end: bounded retransmission state).
+minimality of every datagram), ``checkers.check_joiners``, ``checkers.check_outcomes``
+(every global message of a daemon that stayed up is delivered by every destination or
+reported ``Undelivered`` once, and no report says "not delivered" of a delivered one),
+and quiescence (no correct member still retransmits at the end: bounded retransmission
+state).
 """
 
 from __future__ import annotations
@@ -39,10 +43,19 @@ from ..multigroup.checkers import Datagram, Multicast, check_run
 from ..multigroup.messages import MsgId
 from ..simulation.network import LinkFaults
 from .batching import batch_sends
-from .checkers import check_joiners
+from .checkers import check_joiners, check_outcomes
 from .config import FederationConfig
 from .member import FederationMember
-from .outputs import Deliver, DroppedRemote, FedId, OrderLocally, Output, SendRemote, Stalled
+from .outputs import (
+    Deliver,
+    DroppedRemote,
+    FedId,
+    OrderLocally,
+    Output,
+    SendRemote,
+    Stalled,
+    Undelivered,
+)
 from .wire import DgAck, DgBatch, decode_datagram, encode_datagram, is_record
 
 LOCAL_TAG = b"L"
@@ -86,6 +99,9 @@ class FedScenario:
     crash_drop: float = 0.5
     retransmit_s: float = 0.2
     stall_after_s: float = 2.0
+    deadline_s: float = 60.0
+    """``FederationConfig.deadline_s``: an own multicast not committed after this long
+    is reported ``Undelivered``."""
     end: float = 30.0
     """Ticks stop here (but for members with messages in flight: ``DRAIN_S``); the run
     then drains its events."""
@@ -108,6 +124,11 @@ class FedResult:
     member_counters: Counter[str] = field(default_factory=Counter)
     """The members' ``counters`` summed (snapshots, retransmissions, refusals)."""
     largest_datagram_header: int = 0
+    undelivered: dict[MsgId, list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Global message -> the outcomes its sender reported ``Undelivered`` with."""
+    stayed_up: set[MsgId] = field(default_factory=set)
+    """Global messages whose sender's daemon stayed up to the end (order gaps, cutoffs
+    included: its member's successor adopted them)."""
     violations: list[str] = field(default_factory=list)
 
 
@@ -131,6 +152,8 @@ class _Sim:
         self.joiners: set[int] = set()
         self.fedmap: dict[FedId, MsgId] = {}
         self.local_seq = 0
+        self.successor: dict[int, int] = {}
+        """pid -> the pid of the same daemon's next member (after a cutoff)."""
         for node in self.cluster_of:
             self._start(node, 0.0, joining=False)
 
@@ -143,7 +166,7 @@ class _Sim:
     def _config(self, cluster: str) -> FederationConfig:
         sc = self.sc
         return FederationConfig(cluster, sc.clusters, retransmit_s=sc.retransmit_s,
-                                stall_after_s=sc.stall_after_s)
+                                stall_after_s=sc.stall_after_s, deadline_s=sc.deadline_s)
 
     def _start(self, node: str, now: float, *, joining: bool) -> int:
         pid = len(self.pids)
@@ -205,6 +228,8 @@ class _Sim:
                 r.delivery_times[pid][cid] = now
             elif isinstance(o, Stalled):
                 r.stalls.append((now, pid, o))
+            elif isinstance(o, Undelivered):
+                r.undelivered[self._cid(o.msg_id)].append(o.outcome)
             elif isinstance(o, DroppedRemote):
                 r.dropped[o.reason] += 1
         if limit is not None:
@@ -257,7 +282,7 @@ class _Sim:
             self.at(t, "restart", node)
         for node, t0, t1 in sc.cutoffs:
             self.at(t0, "cutoff", node)
-            self.at(t1, "restart", node)
+            self.at(t1, "rejoin", node)
         while self.heap:
             now, _, kind, args = heapq.heappop(self.heap)
             getattr(self, f"_on_{kind}")(now, *args)
@@ -347,6 +372,19 @@ class _Sim:
         self._start(node, now, joining=True)
         self._on_view(now, self.cluster_of[node])
 
+    def _on_rejoin(self, now: float, node: str) -> None:
+        """The end of a cutoff: the same daemon makes a new member (a joiner), which
+        adopts the old one's own multicasts."""
+        old = self.current.get(node)
+        if old is None or old not in self.alive:
+            self._on_restart(now, node)
+            return
+        self._end(old, now)
+        pid = self._start(node, now, joining=True)
+        self.members[pid].adopt(self.members[old], now)
+        self.successor[old] = pid
+        self._on_view(now, self.cluster_of[node])
+
     def _on_view(self, now: float, cluster: str) -> None:
         view = [self.pids[p][0] for p in self.attached[cluster]]
         for p in list(self.attached[cluster]):
@@ -367,6 +405,12 @@ class _Sim:
                 dst = {self.cluster_of[self.pids[p][0]] for p in m.dst_processes}
                 r.multicasts[cid] = Multicast(
                     m.sender, frozenset(p for c in dst for p in by_cluster[c]))
+        for cid in r.global_ids:
+            last = r.multicasts[cid].sender
+            while last in self.successor:
+                last = self.successor[last]
+            if last in self.alive and last not in self.ended:
+                r.stayed_up.add(cid)
         correct = {p for p in self.alive - self.ended if p not in self.joiners}
         complete = {j for j in self.joiners if j in self.alive and j not in self.ended
                     and self.members[j].state is not None}
@@ -390,6 +434,14 @@ def judge(r: FedResult, members: Mapping[int, FederationMember],
     cluster_of = {p: c for c, ps in by_cluster.items() for p in ps}
     pairs = {j: refs[cluster_of[j]] for j in sorted(joiners) if cluster_of[j] in refs}
     r.violations += check_joiners(r.deliveries, pairs, r.global_ids, complete)
+    delivered_in: dict[MsgId, set[str]] = defaultdict(set)
+    for p, seq in r.deliveries.items():
+        for cid in seq:
+            if cid in r.global_ids and p in cluster_of:
+                delivered_in[cid].add(cluster_of[p])
+    dst_clusters = {cid: {cluster_of[p] for p in r.multicasts[cid].dst_processes
+                          if p in cluster_of} for cid in r.global_ids}
+    r.violations += check_outcomes(r.stayed_up, dst_clusters, delivered_in, r.undelivered)
     for p in sorted(r.correct | complete):
         busy = members[p].in_flight()
         if busy:
@@ -419,6 +471,9 @@ class FedSweepConfig:
     cutoff: float = 0.3
     unreachable: float = 0.3
     sender_crash: float = 0.3
+    deadline_s: float = 4.0
+    """Shorter than the longest unreachable window (8 s): some messages are reported
+    ``Undelivered`` (outcome unknown) and then delivered."""
     end: float = 30.0
 
 
@@ -474,7 +529,8 @@ def random_scenario(seed: int, cfg: FedSweepConfig = FedSweepConfig()) -> FedSce
                       jitter=0.01, reorder_window=0.1)
     return FedScenario(clusters, tuple(sorted(globals_, key=lambda g: g.time)), locals_,
                        crashes, restarts, tuple(cutoffs), tuple(unreachable), link,
-                       order_delay=rng.uniform(0.01, 0.08), end=cfg.end)
+                       order_delay=rng.uniform(0.01, 0.08), deadline_s=cfg.deadline_s,
+                       end=cfg.end)
 
 
 def sweep(seeds: Iterable[int], cfg: FedSweepConfig = FedSweepConfig(),
@@ -491,6 +547,10 @@ def sweep(seeds: Iterable[int], cfg: FedSweepConfig = FedSweepConfig(),
         totals["deliveries"] += sum(len(v) for v in r.deliveries.values())
         totals["global messages"] += len(r.global_ids)
         totals["stall reports"] += len(r.stalls)
+        totals["undelivered reports"] += sum(len(v) for v in r.undelivered.values())
+        totals["reported, then delivered"] += sum(
+            1 for cid in r.undelivered if any(cid in r.delivery_times[p]
+                                              for p in r.delivery_times))
         totals["records ordered"] += r.records_ordered
         totals["datagrams"] += sum(r.sent_by_kind.values())
         totals["snapshots installed"] += r.member_counters["snapshots_installed"]

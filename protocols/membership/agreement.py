@@ -48,6 +48,7 @@ ballots collide.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..wire.membership import (
@@ -63,6 +64,9 @@ from .quorum import has_quorum
 PREPARE = "prepare"
 ACCEPT = "accept"
 INSTALL = "install"
+
+TreeFor = Callable[[ViewRecord | None, tuple[int, ...]], tuple[int, ...]]
+"""A new view's swap tree from the view it succeeds and its members (``swap.carry``)."""
 
 
 @dataclass(slots=True)
@@ -177,8 +181,11 @@ def choose_proposal(
     potential: tuple[int, ...],
     expected_votes: int | None,
     min_view_id: int,
+    tree_for: TreeFor | None = None,
 ) -> tuple[Proposal | None, str]:
-    """Phase 2's value, or ``(None, why)`` when these promises cannot decide anything."""
+    """Phase 2's value, or ``(None, why)`` when these promises cannot decide anything.
+    ``tree_for(known, members)`` gives a new view's swap tree (``ViewRecord.tree``) from
+    the view it succeeds."""
     known = latest_known(promises, own_known)
     acceptors = known.potential if known is not None else potential
     if not has_quorum(promises, acceptors, expected_votes):
@@ -211,5 +218,6 @@ def choose_proposal(
             and p.availability.view_id == known.view_id
         ]
         cut = tuple(sorted(compute_cut(known.nodes, reports).items()))
-    view = ViewRecord(highest + 1, members, potential, prev_id)
+    tree = () if tree_for is None else tree_for(known, tuple(m.node for m in members))
+    view = ViewRecord(highest + 1, members, potential, prev_id, tree)
     return Proposal(view, known, cut), "new"

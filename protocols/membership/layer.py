@@ -114,6 +114,7 @@ from .agreement import (
     INSTALL,
     PREPARE,
     Round,
+    TreeFor,
     choose_proposal,
     may_hold,
     reported_holders,
@@ -305,6 +306,14 @@ class MembershipLayer:
         """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
         self.view_closed: ViewClosed = _ignore_closed
+        self.view_tree: TreeFor | None = None
+        """With a swap ordering: a new view's swap tree from the view it succeeds
+        (``swap.carry``, set by the Node); it travels in the view record."""
+        self.tree_problem: Callable[[ViewRecord], str | None] | None = None
+        """With a swap ordering: why a view record's swap tree is not a rooted spanning
+        tree of its members (``None``: it is); set by the Node. The decoders check only
+        the tree's length and ids, so a message carrying a record with a malformed tree
+        is dropped here (``bad_swap_tree``) before it changes anything."""
 
     # ------------------------------------------------------------------ queries
 
@@ -582,6 +591,11 @@ class MembershipLayer:
                 self.refuse(sender, dg.incarnation, "not_listed",
                              f"node {sender} is not in the member list", now)
             return
+        if self.tree_problem is not None:
+            problem = next(filter(None, map(self.tree_problem, _view_records(msg))), None)
+            if problem is not None:
+                self._drop("bad_swap_tree", f"from {sender}: {problem}")
+                return
         peer = self.peers.get(sender)
         if peer is None:
             peer = self.peers[sender] = Peer()
@@ -1062,7 +1076,7 @@ class MembershipLayer:
             promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),
             incarnations=incarnations, potential=self.potential,
             expected_votes=self.cfg.expected_votes, min_view_id=max(
-                self.durable.max_view_id, self.view_floor),
+                self.durable.max_view_id, self.view_floor), tree_for=self.view_tree,
         )
         if proposal is None:
             self.abort_round(now, why)
@@ -1565,3 +1579,18 @@ def _restore_peer(peer: Peer, kept: Peer) -> None:
     liveness in the view, ``last_in_view``, went on meanwhile and is kept)."""
     for name in _RESTORED:
         setattr(peer, name, getattr(kept, name))
+
+
+def _view_records(msg: Message) -> list[ViewRecord]:
+    """The view records a membership message carries (their swap trees are checked)."""
+    proposals: list[Proposal] = []
+    records: list[ViewRecord | None] = []
+    if isinstance(msg, (Prepare, Promise)):
+        records.append(msg.known)
+    if isinstance(msg, Promise) and msg.accepted is not None:
+        proposals.append(msg.accepted[1])
+    if isinstance(msg, (Accept, Install)):
+        proposals.append(msg.proposal)
+    for p in proposals:
+        records += [p.view, p.prev]
+    return [r for r in records if r is not None and r.tree]

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ..membership.quorum import needed
+from ..swap.carry import CarriedTree, locality_violations
 from ..vocabulary import ServiceLevel
 
 
@@ -87,6 +88,8 @@ class InstalledView:
     previous: int
     potential: int
     """How many potential members the view's quorum counts."""
+    swap_tree: CarriedTree | None = None
+    """With a swap ordering: the view's swap tree as this process built it."""
 
 
 Logs = Mapping[Proc, Sequence[Delivery]]
@@ -370,6 +373,28 @@ def liveness(run: _Run) -> list[str]:
     return []
 
 
+def swap_tree(run: _Run) -> list[str]:
+    """Every installer of a view built the same swap tree, and a view's tree differs from
+    the tree of the view it succeeds only at the joiners, the leavers and their tree
+    neighbours (section 6.2's local joins and leaves: ``swap.carry``)."""
+    out: list[str] = []
+    trees: dict[int, CarriedTree] = {}
+    for proc, installed in sorted(run.views.items()):
+        for v in installed:
+            if v.swap_tree is None:
+                continue
+            first = trees.setdefault(v.view, v.swap_tree)
+            if first != v.swap_tree:
+                out.append(f"view {v.view}: {proc} built another swap tree")
+    for vid, tree in sorted(trees.items()):
+        rec = run.records[vid]
+        old = trees.get(rec.previous)
+        if old is not None:
+            out += [f"view {vid} (after {rec.previous}): {msg}"
+                    for msg in locality_violations(old, tree)]
+    return out
+
+
 def check_all(
     sent: Sequence[SentMessage],
     logs: Mapping[object, Sequence[Delivery]],
@@ -412,4 +437,6 @@ def check_all(
     }
     if expect_validity:
         results["validity"] = validity(run, in_doubt or {})
+    if any(v.swap_tree is not None for vs in views.values() for v in vs):
+        results["swap_tree"] = swap_tree(run)
     return results

@@ -57,6 +57,7 @@ from ..membership.durable import DurableState
 from ..node import Node
 from ..node_config import NodeConfig
 from ..ordering import DEFAULT_RULE
+from ..swap.carry import CarriedTree
 from ..vocabulary import DeliveryRule, ServiceLevel
 from ..wire.codec import Kind
 from ..wire.membership import ViewRecord
@@ -81,6 +82,14 @@ PAUSE_BUFFER = 4096
 READ_BATCH = 256
 """Datagrams one read hands to the node (``read_batching``): the daemon's transport
 reads at most this many per wake-up."""
+
+
+def _swap_tree(node: Node, view_id: int) -> CarriedTree | None:
+    """The swap tree ``node`` built for its view ``view_id`` (None: ToTo)."""
+    session = node.membership.session
+    if session is None or session.view_id != view_id or session.swap is None:
+        return None
+    return session.swap.carried
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +295,8 @@ class Cluster:
         self.views[proc] = []
         if initial is not None:
             self.views[proc].append(InstalledView(self.now, initial.view_id, initial.nodes, 0,
-                                                  len(initial.potential)))
+                                                  len(initial.potential),
+                                                  _swap_tree(node, initial.view_id)))
         self._known[i] = 0
         self.blocked[i] = False
         self._after(i)
@@ -486,7 +496,8 @@ class Cluster:
                 view = node.view
                 assert view is not None
                 self.views[proc].append(InstalledView(self.now, ev.view, ev.members,
-                                                      ev.previous, len(view.potential)))
+                                                      ev.previous, len(view.potential),
+                                                      _swap_tree(node, ev.view)))
             elif isinstance(ev, MessagesInDoubt):
                 self.in_doubt.setdefault(proc, set()).update(ev.payloads, ev.delivered_here)
                 if ev.cut_known:

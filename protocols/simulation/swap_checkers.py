@@ -18,7 +18,10 @@ run on every simulated run by ``swap_sweep.simulate``:
   a message that vanished (reached nobody) is covered by an unnamed gap;
 - predecessor first: each member's deliveries form one chain: every delivered message's
   predecessor is the member's previous delivery (or named gap, or start), unless a gap
-  "one or more messages missing" precedes it.
+  "one or more messages missing" precedes it;
+- local changes (section 6.2): a join or a leave changes the tree neighbours and the
+  pointers (arrow link, combining parent) only of the joiner or leaver and its tree
+  neighbours (in the tree after a join, before a leave).
 
 Each checker returns human-readable violations; empty means the property holds.
 """
@@ -135,8 +138,20 @@ def predecessor_first(trace: SwapTrace) -> list[str]:
     return out[:5]
 
 
+def local_changes(trace: SwapTrace) -> list[str]:
+    out = []
+    for c in trace.changes:
+        side = c.after if c.join else c.before
+        allowed = {c.node, *side[c.node][0]}
+        moved = {n for n in set(c.before) | set(c.after)
+                 if c.before.get(n) != c.after.get(n)} - allowed
+        out += [f"{'join' if c.join else 'leave'} of {c.node} changed the links of {n}, "
+                f"not its neighbour" for n in sorted(moved)]
+    return out
+
+
 CHECKERS = (one_sink, swap_hops, single_sender_quiet, through_root, total_order, agreement,
-            predecessor_first)
+            predecessor_first, local_changes)
 
 
 def check(trace: SwapTrace) -> list[str]:

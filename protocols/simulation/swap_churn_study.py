@@ -2,19 +2,26 @@
 section 6.2), measured on the simulated cluster of real Nodes beside ToTo.
 
 Theory of operation. The paper makes a join or a leave a local operation whose cost is
-proportional to the node's degree. In the Node a view change is a global
-reconfiguration (virtual synchrony: the flush agrees the old view's last vertices) and
-every view builds its tree afresh (docs/swap.md), so a join or a leave costs what the
-membership layer's view change costs, plus whatever the ordering has in flight. This
-study measures that, per ``protocol.ordering``, on one seeded workload: n members
-(balanced tree), every member but the one the event is about sending ``agreed``
-messages at ``rate`` per second from t = 0.5 s to the event + 1 s (the same with the
-event and without it), and one event at t = 1.5 s:
+proportional to the node's degree. In the Node membership stays a view change (virtual
+synchrony: the flush agrees the old view's last vertices), but the swap tree is carried
+from view to view by section 6.2's local joins and leaves (``swap.carry``): only the
+joiner or leaver and its tree neighbours change links. This study measures both parts,
+per ``protocol.ordering``, on one seeded workload: n members (balanced tree), every
+member but the one the event is about sending ``agreed`` messages at ``rate`` per second
+from t = 0.5 s to the event + 1 s (the same with the event and without it), and one
+event at t = 1.5 s:
 
 - ``join``: node n - 1 starts (the others formed their first view without it);
 - ``leave``: node n - 1 leaves gracefully (a leaf of every tree shape);
+- ``leave-inner``: node 1 leaves gracefully (an inner node of the balanced tree: the
+  root's first child, of degree fan-out + 1);
 - ``leave-root``: node 0 leaves gracefully (the arrow's sink, the combining root and
   the first member of the hybrid's virtual root).
+
+Per event also: the node's tree degree, the members whose tree links changed between
+the view before the event and the view after it (``links``), and those that would have
+changed had the new view rebuilt its tree from the member list (``rebuilt``: the rule
+before the tree was carried).
 
 Per event: the time until the new view is installed at its last member, the time until
 deliveries resume (the first delivery of the new view at its last member), the
@@ -36,6 +43,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from ..swap import carry
 from ..wire.codec import KIND_NAMES
 from .checkers import Delivery
 from .cluster import Cluster, RunResult
@@ -43,7 +51,7 @@ from .faults import Fault
 from .network import NetworkConfig
 from .swap_node_study import MODES, drive, node_config, percentile
 
-EVENTS = ("join", "leave", "leave-root")
+EVENTS = ("join", "leave", "leave-inner", "leave-root")
 AT = 1.5
 """Virtual time of the event, seconds."""
 START = 0.5
@@ -76,11 +84,37 @@ class ChurnRow:
     extra_membership: float
     extra_other: float
     violations: int
+    degree: float = 0.0
+    """The joiner's (new tree) or leaver's (old tree) degree (mean over seeds)."""
+    links_changed: float = 0.0
+    """Members whose tree links changed from the view before to the view after (mean)."""
+    links_rebuilt: float = 0.0
+    """The same, had the view after rebuilt its tree from its member list (mean)."""
 
 
 def who(n: int, event: str) -> int:
     """The node the event is about."""
-    return 0 if event == "leave-root" else n - 1
+    return {"leave-root": 0, "leave-inner": 1}.get(event, n - 1)
+
+
+def tree_change(result: RunResult, node: int, shape: str = "balanced", fanout: int = 2,
+                root_group: int = 1) -> tuple[int, int, int] | None:
+    """(degree of ``node``, members whose links changed, the same for a rebuilt tree)
+    across the event: the last view installed before it and the first after it."""
+    before = [v for vs in result.views.values() for v in vs
+              if v.time < AT and v.swap_tree is not None]
+    after = [v for vs in result.views.values() for v in vs
+             if v.time >= AT and v.swap_tree is not None]
+    if not before or not after:
+        return None
+    old = max(before, key=lambda v: v.view).swap_tree
+    new = min(after, key=lambda v: v.view).swap_tree
+    assert old is not None and new is not None
+    side = new if node in new.parent else old
+    degree = len(side.neighbours()[node])
+    rebuilt = carry.initial(new.members, shape, fanout, root_group)
+    return (degree, len(carry.changed_members(old, new)),
+            len(carry.changed_members(old, rebuilt)))
 
 
 def plan(n: int, event: str, rate: float, seed: int) -> list[tuple[float, int]]:
@@ -181,6 +215,7 @@ def churn_row(mode: str, event: str, n: int, seeds: Sequence[int],
     views, resumes, delayed, p99s, worst = [], [], 0, [], []
     extra = {"swap": 0, "membership": 0, "other": 0}
     bad = 0
+    links = [0, 0, 0]
     for seed in seeds:
         base, base_tap = run(mode, event, n, seed, rate, happens=False)
         hit, hit_tap = run(mode, event, n, seed, rate)
@@ -199,12 +234,16 @@ def churn_row(mode: str, event: str, n: int, seeds: Sequence[int],
         a, b = hit_tap.between(AT, AT + WINDOW), base_tap.between(AT, AT + WINDOW)
         for key in extra:
             extra[key] += a.get(key, 0) - b.get(key, 0)
+        change = tree_change(hit, who(n, event), root_group=3 if mode == "hybrid" else 1)
+        if change is not None:
+            links = [x + y for x, y in zip(links, change, strict=True)]
     k = len(seeds)
     return ChurnRow(mode, event, n, k, round(1000 * sum(views) / k, 2),
                     round(1000 * sum(resumes) / k, 2), round(delayed / k, 2),
                     round(1000 * sum(p99s) / k, 3), round(1000 * sum(worst) / k, 2),
                     round(extra["swap"] / k, 1),
-                    round(extra["membership"] / k, 1), round(extra["other"] / k, 1), bad)
+                    round(extra["membership"] / k, 1), round(extra["other"] / k, 1), bad,
+                    round(links[0] / k, 2), round(links[1] / k, 2), round(links[2] / k, 2))
 
 
 def study(sizes: Sequence[int] = (4, 8), seeds: Sequence[int] = (1, 2, 3),
@@ -217,7 +256,8 @@ def study(sizes: Sequence[int] = (4, 8), seeds: Sequence[int] = (1, 2, 3),
 COLUMNS = ("n", "event", "mode", "view installed ms", "deliveries resume ms",
            "messages delayed", "steady p99 ms", "worst ms", "extra swap dgrams",
            "extra membership dgrams",
-           "extra other dgrams", "violations")
+           "extra other dgrams", "degree", "links changed", "links if rebuilt",
+           "violations")
 
 
 def format_table(rows: Sequence[ChurnRow]) -> str:
@@ -226,8 +266,44 @@ def format_table(rows: Sequence[ChurnRow]) -> str:
         cells = [r.n, r.event, r.mode, f"{r.view_ms:.1f}", f"{r.resume_ms:.1f}",
                  f"{r.delayed:.1f}", f"{r.steady_p99_ms:.2f}", f"{r.worst_ms:.1f}",
                  f"{r.extra_swap:.0f}",
-                 f"{r.extra_membership:.0f}", f"{r.extra_other:.0f}", r.violations]
+                 f"{r.extra_membership:.0f}", f"{r.extra_other:.0f}",
+                 *(("-",) * 3 if r.mode == "toto" else
+                   (f"{r.degree:.1f}", f"{r.links_changed:.1f}", f"{r.links_rebuilt:.1f}")),
+                 r.violations]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def links_rows(sizes: Sequence[int], shapes: Sequence[str] = ("balanced", "star", "path"),
+               fanout: int = 2) -> list[tuple[int, str, str, int, int, int]]:
+    """``(n, shape, event, degree, links changed, links if rebuilt)`` for the tree alone
+    (``swap.carry``, no cluster): n members 0..n - 1 in the first view's tree, then node
+    n joins, or node n - 1 (a leaf), node 1 (inner on the balanced tree and the path)
+    or node 0 (the root) leaves; ``join-low``: node 0 joins members 1..n (a low id, as
+    a restarted or healed member may have)."""
+    out = []
+    for n in sizes:
+        for shape in shapes:
+            for event, first, members, node in (
+                    ("join", range(n), range(n + 1), n),
+                    ("join-low", range(1, n + 1), range(n + 1), 0),
+                    ("leave", range(n), range(n - 1), n - 1),
+                    ("leave-inner", range(n), [i for i in range(n) if i != 1], 1),
+                    ("leave-root", range(n), range(1, n), 0)):
+                old = carry.initial(first, shape, fanout, 1)
+                new = carry.next_tree(old, members, shape, fanout, 1)
+                side = new if node in new.parent else old
+                rebuilt = carry.initial(members, shape, fanout, 1)
+                out.append((n, shape, event, len(side.neighbours()[node]),
+                            len(carry.changed_members(old, new)),
+                            len(carry.changed_members(old, rebuilt))))
+    return out
+
+
+def format_links(rows: Sequence[tuple[int, str, str, int, int, int]]) -> str:
+    lines = ["| n | shape | event | degree | links changed | links if rebuilt |",
+             "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -238,7 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3, help="seeds per row (from 1)")
     p.add_argument("--rate", type=float, default=20.0, help="messages/s per sender")
     p.add_argument("--json", help="also write the rows to this file")
+    p.add_argument("--links", action="store_true",
+                   help="only the tree's links changed per event (no cluster), at --sizes")
     args = p.parse_args(argv)
+    if args.links:
+        print(format_links(links_rows([int(x) for x in args.sizes.split(",")])))
+        return 0
     rows = study([int(x) for x in args.sizes.split(",")], range(1, args.seeds + 1), args.rate)
     print(format_table(rows))
     if args.json:

@@ -108,6 +108,23 @@ class MulticastRecord:
     """diameter(T) when it was resolved."""
 
 
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One join or leave (section 6.2) in a ``SwapTrace``: ``node``, and per node its tree
+    neighbours and its protocol pointer (arrow: link; combining: parent) before and after."""
+
+    node: int
+    join: bool
+    before: dict[int, tuple[frozenset[int], int | None]]
+    after: dict[int, tuple[frozenset[int], int | None]]
+
+
+def _pointer(node: object) -> int | None:
+    """An arrow node's link, a combining node's parent (the hybrid's: whichever it runs)."""
+    inner = getattr(node, "arrow", None) or getattr(node, "combining", None) or node
+    return getattr(inner, "link", getattr(inner, "parent", None))
+
+
 @dataclass
 class SwapTrace:
     mode: Mode
@@ -132,6 +149,8 @@ class SwapTrace:
     vanished: set[MsgId] = field(default_factory=set)
     """Messages that reached nobody (``SwapSimConfig.vanish``)."""
     violations: list[str] = field(default_factory=list)
+    changes: list[ChangeRecord] = field(default_factory=list)
+    """Every join and leave: who, and each node's tree neighbours and pointer around it."""
 
 
 class _Sim:
@@ -289,7 +308,17 @@ class _Sim:
             if member in self.buffers:
                 self.deliver(member, self.buffers[member].receive(self.now, ordered))
 
+    def _links(self) -> dict[int, tuple[frozenset[int], int | None]]:
+        return {n: (frozenset(self.tree.neighbours(n)), _pointer(self.nodes[n]))
+                for n in self.tree.nodes}
+
     def change(self, change: Join | Leave) -> None:
+        before = self._links()
+        self._change(change)
+        self.trace.changes.append(ChangeRecord(change.node, isinstance(change, Join), before,
+                                               self._links()))
+
+    def _change(self, change: Join | Leave) -> None:
         mode = self.config.mode
         if isinstance(change, Join):
             module = {"arrow": arrow, "combining": combining, "hybrid": hybrid}[mode]

@@ -2,13 +2,15 @@
 and Distributed Swap*): ``protocol.ordering = arrow | combining | hybrid`` in place of
 the ToTo engine, over the same reliable layer, membership and delivery pipeline.
 
-Theory of operation. A view's session owns one ``SwapOrdering``. Its tree is derived
-from the view's member list (``SpanningTree.shaped`` over the sorted ids, shape and
-fan-out from the config; the arrow's sink, the combining root and the hybrid's first
-virtual-root member is the lowest id; the hybrid's virtual root R is the first
-``root_group`` members, connected in every shape), and the swap object starts at ⊥ in
-every view: under virtual synchrony a view is a global reconfiguration, so section
-6.2's joins and leaves are not needed.
+Theory of operation. A view's session owns one ``SwapOrdering``. Its tree is the
+view record's (``ViewRecord.tree``, ``carry.py``): the previous view's tree with the
+joiners attached as leaves and the leavers contracted into a neighbour (section 6.2),
+computed by the view's coordinator and read by every member from the install, a joiner
+included; a view without one (the first) takes the configured shape over the sorted
+ids (the lowest id the root). The tree's root is the arrow's sink, the combining root
+and the hybrid's first virtual-root member; the hybrid's virtual root R travels with
+the tree. The swap object starts at ⊥ in every view, the links pointing at the root:
+the flush of virtual synchrony ends the old view's order, so only the tree carries over.
 
 - *Sending* (the reply variant, ``outbox.py``: the origin multicasts, so its vertex
   stays in its own reliable stream). Before the session makes an ordered vertex it
@@ -68,7 +70,7 @@ from ..errors import ProtocolViolation
 from ..ordering.messages import CausalMessage, MessageDelivered
 from ..vocabulary import DeliveryRule
 from ..wire.codec import Fragment, Item, SwapDatagram
-from . import arrow, combining, hybrid
+from . import arrow, carry, combining, hybrid
 from .combining import CombiningConfig
 from .delivery import Delivered, DeliveryBuffer, DeliveryEvent
 from .hybrid import HybridConfig
@@ -97,25 +99,55 @@ def build_tree(members: tuple[int, ...], shape: str, fanout: int) -> SpanningTre
     return SpanningTree.shaped(sorted(members), shape, fanout)  # type: ignore[arg-type]
 
 
+def carried(members: tuple[int, ...], tree: tuple[int, ...], shape: str, fanout: int,
+            root_group: int) -> carry.CarriedTree:
+    """A view's tree: the view record's, or the shape over the sorted ids (none)."""
+    if tree:
+        return carry.decode(members, tree)
+    return carry.initial(members, shape, fanout, root_group)
+
+
+def tree_problem(view: Any) -> str | None:
+    """Why ``view``'s swap tree (a ``ViewRecord``'s) is not a rooted spanning tree of its
+    members with a connected R holding the root (``carry.decode``), or ``None``."""
+    try:
+        carry.decode(view.nodes, view.tree)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def view_tree(known: Any, members: tuple[int, ...], *, shape: str, fanout: int,
+              root_group: int) -> tuple[int, ...]:
+    """The membership layer's ``tree_for``: the tree of the view of ``members`` that
+    succeeds ``known`` (a ``ViewRecord`` or None), as ``ViewRecord.tree``."""
+    prev = None
+    if known is not None:
+        prev = carried(known.nodes, known.tree, shape, fanout, root_group)
+    return carry.encode(carry.next_tree(prev, members, shape, fanout, root_group), members)
+
+
 class SwapOrdering:
     def __init__(self, view_id: int, members: tuple[int, ...], node_id: int, *,
                  ordering: str, shape: str, fanout: int, root_group: int, window: float,
-                 rto: float, drop: Callable[[str, str], None]) -> None:
+                 rto: float, drop: Callable[[str, str], None],
+                 tree: tuple[int, ...] = ()) -> None:
         self.view_id = view_id
         self.node_id = node_id
         self.ordering = ordering
-        self.tree = build_tree(members, shape, fanout)
-        ids = sorted(members)
+        group_size = root_group if ordering == "hybrid" else 1
+        self.carried = carried(members, tree, shape, fanout, group_size)
+        self.tree = self.carried.spanning()
+        root = self.carried.root
         cfg = CombiningConfig(window=window, reply=True)
         self.node: Any
         if ordering == "arrow":
-            self.node = arrow.initial_nodes(self.tree, ids[0], reply=True)[node_id]
+            self.node = arrow.initial_nodes(self.tree, root, reply=True)[node_id]
         elif ordering == "combining":
-            self.node = combining.initial_nodes(self.tree, ids[0], cfg)[node_id]
+            self.node = combining.initial_nodes(self.tree, root, cfg)[node_id]
         elif ordering == "hybrid":
-            group = tuple(ids[: max(1, min(root_group, len(ids)))])
             self.node = hybrid.initial_nodes(
-                self.tree, HybridConfig(group, group[0], cfg))[node_id]
+                self.tree, HybridConfig(self.carried.group, root, cfg))[node_id]
         else:
             raise ValueError(f"unknown swap ordering {ordering!r}")
         self.links = SwapLinks(node_id, view_id, rto, drop)

@@ -73,12 +73,17 @@ class Member:
 @dataclass(frozen=True, slots=True)
 class ViewRecord:
     """A view: its id, members (by node id), the potential members its quorum counts,
-    and the id of the view it succeeds (0 for the first)."""
+    and the id of the view it succeeds (0 for the first); with a swap ordering, the
+    view's swap tree (``swap.carry.encode``: each member's parent, then the hybrid's
+    virtual root), carried from the previous view's by section 6.2's joins and leaves
+    (empty: the shape over the sorted ids; never written then, so the wire of a ToTo
+    group is unchanged)."""
 
     view_id: int
     members: tuple[Member, ...]
     potential: tuple[int, ...]
     prev_id: int
+    tree: tuple[int, ...] = ()
 
     @property
     def nodes(self) -> tuple[int, ...]:
@@ -268,7 +273,10 @@ def _pairs(pairs: tuple[tuple[int, int], ...]) -> list[int]:
 def view_obj(v: ViewRecord | None) -> list[Any] | None:
     if v is None:
         return None
-    return [v.view_id, _members(v.members), list(v.potential), v.prev_id]
+    obj = [v.view_id, _members(v.members), list(v.potential), v.prev_id]
+    if v.tree:
+        obj.append(list(v.tree))
+    return obj
 
 
 def proposal_obj(p: Proposal) -> list[Any]:
@@ -360,7 +368,7 @@ def read_view(obj: Any, limits: WireLimits) -> ViewRecord | None:
     if obj is None:
         return None
     fields = read_list(obj, "view record")
-    if len(fields) != 4:
+    if len(fields) not in (4, 5):
         raise DecodeError("bad_field", "view record arity")
     view_id = read_int(fields[0], 1, MAX_VIEW_ID, "view id")
     members = _read_members(fields[1], limits, "view members")
@@ -371,7 +379,17 @@ def read_view(obj: Any, limits: WireLimits) -> ViewRecord | None:
     if list(potential) != sorted(set(potential)) or not potential:
         raise DecodeError("bad_field", "potential members not sorted and distinct")
     prev_id = read_int(fields[3], 0, view_id - 1, "previous view id")
-    return ViewRecord(view_id, members, potential, prev_id)
+    tree: tuple[int, ...] = ()
+    if len(fields) == 5:
+        nodes = {m.node for m in members}
+        raw = read_list(fields[4], "swap tree", max_len=2 * limits.max_members)
+        for x in raw:
+            if read_int(x, 0, MAX_NODE_ID, "swap tree") not in nodes:
+                raise DecodeError("bad_field", "tree: not a member")
+        if len(raw) <= len(members):
+            raise DecodeError("bad_field", "tree: too short")
+        tree = tuple(raw)  # its shape is checked where it is used (``swap.carry.decode``)
+    return ViewRecord(view_id, members, potential, prev_id, tree)
 
 
 def read_proposal(obj: Any, limits: WireLimits) -> Proposal:

@@ -52,3 +52,36 @@ def test_the_spark_audit_passes_one_order_and_finds_planted_cycles(
     _write(ring, {("x", 0): ["a", "b"], ("y", 0): ["b", "c"], ("z", 0): ["c", "a"]})
     v = audit(spark, str(ring))
     assert not v.ok and set(v.cycle or []) == {"a", "b", "c"}
+
+
+@pytest.mark.spark
+def test_amcast_analyze_runs_the_cross_cluster_audit_on_global_records(
+        spark: Any, tmp_path: Path) -> None:
+    """A small log set of delivery records with a planted three-cluster cycle in its
+    global records: the job's order audit fails (exit status 1) and says why; with one
+    order, it passes and counts the global records apart from the ignored lines."""
+    from amcast.analytics import synthetic
+    from amcast.analytics.job import exit_status, run
+
+    from tests.analytics.conftest import IDLE_SPEC
+
+    logset = synthetic.generate(IDLE_SPEC)
+    reports = {}
+    for name, lives in {
+        "ring": {("x", 0): ["a", "b"], ("y", 0): ["b", "c"], ("z", 0): ["c", "a"]},
+        "one": {("x", 0): ["a", "b", "c"], ("y", 0): ["b", "c"], ("z", 0): ["a", "c"]},
+    }.items():
+        logs = tmp_path / name / "logs"
+        synthetic.write(logset, logs / "local")
+        _write(logs / "fed", lives)
+        reports[name] = run(spark, str(logs), tmp_path / name / "out")
+    ring, one = reports["ring"], reports["one"]
+    assert exit_status(ring) == 1 and ring["figures"]["order audit"] == "FAIL"
+    assert ring["figures"]["cross-cluster order"] == "FAIL"
+    cross = ring["audit"]["cross_cluster"]
+    assert cross["count"] == 1 and set(cross["cycle"]) == {"a", "b", "c"}
+    assert any(n.startswith("Cross-cluster order FAILED") for n in ring["notes"])
+    assert exit_status(one) == 0 and one["figures"]["cross-cluster order"] == "PASS"
+    assert one["figures"]["global records (daemon lives)"] == "7 (3)"
+    assert one["audit"]["cross_cluster"]["cycle"] is None
+    assert any(n.startswith("Cross-cluster order PASSED") for n in one["notes"])

@@ -335,3 +335,19 @@ async def test_an_eighth_of_the_bound_in_flight_is_synced_with_the_write(sock: s
         await synced_reply(c)
         assert syncs(fake) == 1 and c.confirmed == 10
         await c.close()
+
+
+async def test_an_undelivered_report_carries_its_reason_and_clusters(sock: str) -> None:
+    """A cross-cluster report (``reason`` ``deadline``): the same ``Undelivered`` event,
+    with the reason and the clusters that had not acknowledged."""
+    with FakeDaemon(sock) as fake:
+        c = await Client.connect(sock)
+        c.send(b"m0", "g")
+        c.send(b"m1", "g")
+        await c.sync()
+        fake.emit({"t": "error", "code": "undelivered", "fatal": False, "id": 0, "first": 0,
+                   "count": 2, "detail": "late", "outcome": "unknown", "reason": "deadline",
+                   "clusters": ["c", "b"]})
+        event = await c.next_event(10)
+        assert event == Undelivered(range(0, 2), "late", "unknown", "deadline", ("b", "c"))
+        c.abort()

@@ -34,7 +34,7 @@ from daemon_helpers import Backend, FakeTransport
 
 from amcast import socket_protocol as sp
 from amcast.client.errors import MessagesRefused
-from amcast.client.records import batch_from_frame
+from amcast.client.records import Undelivered, batch_from_frame
 from amcast.client.session import Session, normalize_clusters
 from amcast.localcluster import free_port
 
@@ -366,3 +366,91 @@ def test_a_message_to_a_silent_cluster_is_reported_stalled() -> None:
         assert fed.link.sent >= 2  # the Submit, and at least one resend
     finally:
         fed.close()
+
+
+class Conn:
+    """A client connection that keeps the error frames it was sent."""
+
+    def __init__(self) -> None:
+        self.failed: list[tuple[str, str, Any, dict[str, Any]]] = []
+
+    def fail(self, code: str, detail: str, *, ref: Any = None,
+             extra: dict[str, Any] | None = None) -> None:
+        self.failed.append((code, detail, ref, dict(extra or {})))
+
+
+def _deadline_federation(deadline_s: float) -> tuple[Federation, Conn, list[float]]:
+    ports = {"a": [free_port()], "b": [free_port()]}
+    clock = [100.0]
+    host = Host()
+    host.now = lambda: clock[0]  # type: ignore[method-assign]
+    host.wall_time = lambda: 1_000_000.0 + clock[0]  # type: ignore[method-assign]
+    conn = Conn()
+    host.api.clients = {1: conn}  # type: ignore[attr-defined]
+    sec = section(ports, "a").model_copy(update={"deadline_s": deadline_s})
+    fed = Federation(sec, 0, KEY, host, wall_clock=lambda: 1_000_000.0 + clock[0])
+    fed.on_view([0], [0])
+    return fed, conn, clock
+
+
+def test_a_message_past_its_deadline_is_reported_to_its_client_once() -> None:
+    fed, conn, clock = _deadline_federation(3.0)
+    try:
+        assert fed.multicast(1, "g", [b"x", b"y"], ["a", "b"], ref=7) is None
+        clock[0] += 1.0
+        fed.tick()
+        assert conn.failed == []
+        clock[0] += 3.0  # nobody in b answers
+        fed.tick()
+        ((code, detail, ref, extra),) = conn.failed
+        assert (code, ref) == ("undelivered", 7)
+        # this test's order never delivers the own Submit: a waits too
+        assert extra == {"first": 0, "count": 2, "outcome": "unknown", "reason": "deadline",
+                         "clusters": ["a", "b"]}
+        assert "outcome is unknown" in detail
+        clock[0] += 10.0
+        fed.tick()
+        assert len(conn.failed) == 1 and fed.status()["reported_undelivered"] == 2
+        assert fed.report_shutdown() == 0  # reported already: not again
+        assert fed.status()["in_flight"] == 2  # still sent
+    finally:
+        fed.close()
+
+
+def test_an_order_gap_keeps_the_messages_and_shutdown_reports_them() -> None:
+    fed, conn, clock = _deadline_federation(60.0)
+    try:
+        assert fed.multicast(1, "g", [b"x"], ["a", "b"], ref=3) is None
+        old = fed.member
+        assert old is not None and old.last_id is not None
+        m = old.last_id
+        fed.on_gap()
+        assert fed.member is None
+        fed.on_view([0], [0])
+        assert fed.member is not None and fed.member is not old and fed.member.owns(m)
+        clock[0] += 1.0
+        fed.tick()
+        assert conn.failed == []
+        assert fed.report_shutdown() == 1
+        ((code, _, ref, extra),) = conn.failed
+        assert (code, ref, extra["reason"], extra["outcome"]) == (
+            "undelivered", 3, "shutting_down", "unknown")
+    finally:
+        fed.close()
+
+
+def test_a_session_reads_the_reason_of_an_undelivered_report() -> None:
+    s = Session(max_unconfirmed_bytes=1 << 20)
+    s.welcome = WELCOME
+    for i in range(3):
+        s.add(b"x%d" % i, "g", "agreed", ["a", "b"])
+    s.take()
+    ev = s.on_frame({"t": "error", "code": "undelivered", "detail": "late", "fatal": False,
+                     "id": 0, "first": 1, "count": 2, "outcome": "unknown",
+                     "reason": "deadline", "clusters": ["b"]})
+    assert isinstance(ev, Undelivered)
+    assert (ev.messages, ev.outcome, ev.reason, ev.clusters) == (
+        range(1, 3), "unknown", "deadline", ("b",))
+    old = s.on_frame({"t": "error", "code": "undelivered", "detail": "", "fatal": False,
+                      "id": 0, "first": 0, "count": 1})
+    assert isinstance(old, Undelivered) and (old.reason, old.clusters) == ("", ())

@@ -10,7 +10,10 @@ the images are built from local material only:
   (``deploy/container/base-image.sh``);
 - the Python dependencies come from a local wheel cache
   (``deploy/container/wheelhouse.sh``) served over HTTP on the namespace's loopback,
-  and the build runs with ``--network host`` (the namespace's host) to reach it;
+  and the build runs with ``--network host`` (the namespace's host) to reach it; the
+  cache holds the native data path's wheel too, built on this host by maturin (the
+  Rust project's image cannot be pulled), which the ``build-native`` stage takes as it
+  is (``NATIVE_PREBUILT``);
 - the compose file's Prometheus is replaced by ``amcast-prometheus:local``: Debian's
   prometheus binary (the one ``make deploy-tools`` installs for promtool) on the base.
 
@@ -36,8 +39,6 @@ from tests.deploy.conftest import REPO
 from tests.deploy.netns import ip
 
 BASE_IMAGE = "amcast-base:bookworm"
-BUILD_IMAGE = "amcast-build-base:bookworm"
-"""The Dockerfile's BUILD_IMAGE: the base with gcc and Python's headers (mypyc)."""
 PROMETHEUS_IMAGE = "amcast-prometheus:local"
 WHEEL_PORT = 8765
 TOOLS = {
@@ -164,8 +165,6 @@ class DockerEngine:
         started = time.monotonic()
         progress(f"base image {BASE_IMAGE} (debootstrap on the first run, then cached)")
         self.run(["sh", "deploy/container/base-image.sh", BASE_IMAGE], timeout=900)
-        progress(f"build base image {BUILD_IMAGE} (gcc and Python's headers; cached too)")
-        self.run(["sh", "deploy/container/base-image.sh", "--build", BUILD_IMAGE], timeout=900)
         progress("wheel cache from requirements.lock")
         self.run(["sh", "deploy/container/wheelhouse.sh", str(wheelhouse)], timeout=600)
         self._wheels = subprocess.Popen(
@@ -182,10 +181,10 @@ class DockerEngine:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        progress("docker build --target amcastd-native -t amcast:latest (mypyc: a minute "
-                 "or two)")
+        progress("docker build --target amcastd-native -t amcast:latest")
         self.docker("build", "--network", "host", "--build-arg", f"BASE_IMAGE={BASE_IMAGE}",
-                    "--build-arg", f"BUILD_IMAGE={BUILD_IMAGE}",
+                    "--build-arg", f"RUST_IMAGE={BASE_IMAGE}",
+                    "--build-arg", "NATIVE_PREBUILT=1",
                     "--build-arg", f"PIP_OPTS=--no-index --find-links {wheel_url}",
                     "--target", "amcastd-native", "-t", "amcast:latest", ".", timeout=900)
         progress(f"{PROMETHEUS_IMAGE}: Debian's prometheus on the base image")

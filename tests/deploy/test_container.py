@@ -52,7 +52,7 @@ def test_compose_file_validates_and_describes_the_cluster() -> None:
     for s in nodes.values():
         env = s["environment"]
         assert env["AMCAST_NODE__MEMBERS"] == str(ids).replace(" ", "")
-        assert s["build"]["target"] == "amcastd-native"  # the compiled protocol core
+        assert s["build"]["target"] == "amcastd-native"  # the native data path
         address = s["networks"]["amcast"]["ipv4_address"]
         assert env["AMCAST_NETWORK__INTERFACE"] == address  # multicast joins on the bridge
         assert re.fullmatch(r"239\.\d+\.\d+\.\d+", env["AMCAST_NETWORK__GROUP"])
@@ -114,19 +114,21 @@ def test_dockerfile_is_multi_stage_non_root_with_a_socket_healthcheck() -> None:
     stages = re.findall(r"^FROM \$\{BASE_IMAGE\} AS (\w+)", text, re.M)
     assert stages == ["build", "amcastd"]
     # the analytics wheels come after the daemon's stage: building it does not need them;
-    # the compiled daemon is built on an image with a compiler, the last stage (the default
-    # target) is the daemon's image with that build installed, and it has no compiler
-    assert re.search(r"^ARG BUILD_IMAGE=python:3\.11$", text, re.M)
+    # the native data path is built on the Rust project's image, and the daemon's image
+    # with it installed (the default target) has no compiler
+    assert re.search(r"^ARG RUST_IMAGE=rust:1-bookworm$", text, re.M)
     # (Docker's classic builder builds every stage before the target: the analytics
     # stages, which need PyPI and a Debian mirror, come last)
     assert re.findall(r"^FROM (\S+) AS ([\w-]+)", text, re.M)[2:] == [
-        ("${BUILD_IMAGE}", "build-native"), ("amcastd", "amcastd-native"),
+        ("${RUST_IMAGE}", "build-native"), ("amcastd", "amcastd-native"),
         ("build", "build-analytics"), ("amcastd", "analytics")]
     native_stage = text.split("FROM amcastd AS amcastd-native")[1].split("FROM build AS")[0]
-    assert "--from=build-native" in native_stage and "gcc" not in native_stage
+    assert "--from=build-native" in native_stage and "cargo" not in native_stage
+    assert 'native.core_name() == "native"' in native_stage  # the extension loads
     assert native_stage.rstrip().splitlines()[-1] == "USER amcast"
-    assert "build_native.py --wheel" in text.split("AS build-native")[1]
-    daemon_stage = text.split("FROM ${BASE_IMAGE} AS amcastd")[1].split("FROM ${BUILD_IMAGE}")[0]
+    build_native = text.split("AS build-native")[1].split("FROM ")[0]
+    assert "maturin build --release --locked -m native/Cargo.toml" in build_native
+    daemon_stage = text.split("FROM ${BASE_IMAGE} AS amcastd")[1].split("FROM ${RUST_IMAGE}")[0]
     assert re.search(r"^USER amcast$", daemon_stage, re.M)
     assert re.search(r"^EXPOSE 9464$", daemon_stage, re.M)
     health = re.search(r"^HEALTHCHECK .*\n\s+CMD (.*)$", daemon_stage, re.M)

@@ -7,7 +7,8 @@ every daemon records what it delivers. Checked: every cross-cluster message reac
 every listener once (no loss, no duplicate), all listeners deliver them in one order
 (increasing global timestamps), every member of a cluster delivers its whole sequence
 (local and cross-cluster) identically; and a daemon killed with SIGKILL and restarted
-joins again and delivers the later messages in the common order.
+joins again and delivers the later messages in the common order; a message to a
+cluster that is down is reported ``undelivered`` past its deadline.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 from amcast.analytics.federation import find_cycle
 from amcast.protocols.errors import ClientError
 
-from amcast.client import BlockingClient, DeliveredBatch
+from amcast.client import BlockingClient, DeliveredBatch, Undelivered
 from amcast.localcluster import free_port
 from amcast.localfederation import LocalFederation
 from tests.steady import STEADY
@@ -229,3 +230,33 @@ def test_a_partition_inside_one_cluster_while_cross_cluster_traffic_flows() -> N
     common = seen["b0"]
     assert tail == common[common.index(tail[0]):][:len(tail)]
     assert status["federation"]["rejoins"] == 1
+
+
+def test_a_message_to_a_cluster_that_is_down_is_reported_past_its_deadline() -> None:
+    """Cluster b stops; a client of a sends to a and b: past ``federation.deadline_s``
+    its daemon reports the messages ``undelivered`` (reason ``deadline``, outcome
+    ``unknown``, waiting for b), once, and goes on with them; a's local traffic flows."""
+    path = Path(tempfile.mkdtemp(prefix="amcd-", dir="/tmp"))
+    fed = LocalFederation(2, 1, path, protocol={**STEADY}, metrics=False,
+                          extra={"federation": {"deadline_s": 2.0}})
+    try:
+        fed.start(timeout=60)
+        fed.members["b"].stop(timeout=10)
+        sender = BlockingClient(fed.members["a"].sockets[0], name="sender", timeout=60)
+        first = sender.send(b"g0", GROUP, clusters=["a", "b"])
+        sender.send(b"g1", GROUP, clusters=["a", "b"])
+        sender.sync(30)
+        event = sender.next_event(30)
+        local = sender.send(b"local", GROUP)
+        sender.sync(30)
+        status = sender.status()
+        sender.close()
+    finally:
+        fed.stop(timeout=10)
+        shutil.rmtree(path, ignore_errors=True)
+    assert isinstance(event, Undelivered), event
+    assert event.messages == range(first, first + 2)
+    assert (event.reason, event.outcome, event.clusters) == ("deadline", "unknown", ("b",))
+    assert local == first + 2
+    assert status["federation"]["reported_undelivered"] == 2
+    assert status["federation"]["in_flight"] == 2  # still sent

@@ -79,6 +79,7 @@ def status(cluster: LocalCluster, node: int) -> dict[str, Any]:
 async def assert_core(cluster: LocalCluster, node: int) -> None:
     core = (await asyncio.to_thread(status, cluster, node))["core"]
     assert {k: core[k] for k in ("decode", "seal")} == CORES[node], (node, core)
+    assert core["order"] == core["decode"], (node, core)  # the ToTo engine follows the core
 
 
 def settled(run: FaultRun) -> bool:

@@ -1,5 +1,6 @@
 """One ``FederationMember`` and small federations driven by hand: Skeen's order, acks and
-retransmissions, refusals, stalls and their recovery, joiners, snapshots, the horizon."""
+retransmissions, refusals, stalls and their recovery, deadlines and order gaps (the
+outcomes reported to the sender), joiners, snapshots, the horizon."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from amcast.protocols.federation import (
     Output,
     SendRemote,
     Stalled,
+    Undelivered,
 )
 from amcast.protocols.federation.state import ClusterState
 from amcast.protocols.federation.wire import (
@@ -373,3 +375,66 @@ def test_a_timestamp_ordered_before_its_submit_is_acknowledged_again_with_it() -
     assert all(member.counters["retransmit_timestamp"] == 0
                and member.counters["retransmit_submit"] == 0
                for member in fed.members.values())
+
+
+def reports(fed: Fed, node: str) -> list[Undelivered]:
+    return [o for o in fed.other[node] if isinstance(o, Undelivered)]
+
+
+def test_a_message_past_its_deadline_is_reported_once_as_unknown_and_still_delivered(
+) -> None:
+    fed = Fed(deadline_s=1.0, retransmit_s=0.1, stall_after_s=0.5)
+    fed.cut = {"b"}
+    sender = fed.members["a1"]
+    fed.emit("a1", sender.multicast(0.0, "g", b"x", ["a", "b"]))
+    m = sender.last_id
+    fed.run(until=3.0)
+    got = reports(fed, "a1")
+    assert [(r.msg_id, r.reason, r.outcome, r.waiting_for) for r in got] == [
+        (m, "deadline", "unknown", ("b",))]
+    assert got[0].age_s >= 1.0
+    assert all(reports(fed, n) == [] for n in fed.members if n != "a1")  # the sender's own
+    assert sender.owns(m)  # still sent: the outcome is open, not "not delivered"
+    fed.cut = set()
+    fed.run(until=8.0)
+    assert fed.ids("a1") == fed.ids("a2") == fed.ids("b1") == fed.ids("b2") == [m]
+    assert not sender.owns(m) and len(reports(fed, "a1")) == 1  # reported once
+
+
+def test_a_message_committed_in_time_is_never_reported() -> None:
+    fed = Fed(deadline_s=0.5, retransmit_s=0.1)
+    fed.emit("c1", fed.members["c1"].multicast(0.0, "g", b"x", ["a", "b"]))
+    m = fed.members["c1"].last_id
+    assert fed.members["c1"].owns(m) and fed.members["c1"].next_deadline() is not None
+    fed.run(until=3.0)
+    assert fed.ids("a3") == fed.ids("b1") == [m]
+    assert not fed.members["c1"].owns(m)
+    assert all(reports(fed, n) == [] for n in fed.members)
+
+
+def test_a_new_member_after_an_order_gap_adopts_the_own_multicasts() -> None:
+    """The sender's Submit records and datagrams are lost with its member (an order gap
+    drops it): the daemon's next member adopts the multicast, which is delivered
+    everywhere once, and reported at most once."""
+    fed = Fed(deadline_s=1.0, retransmit_s=0.1)
+    old = fed.members["a1"]
+    old.multicast(0.0, "g", b"x", ["a", "b"])  # every output lost
+    m = old.last_id
+    assert m is not None
+    fed.down = {"a1"}  # cut off from its order and the others: the gap
+    fed.run(until=1.5)
+    assert [r.msg_id for r in old.tick(1.5) if isinstance(r, Undelivered)] == [m]
+    new = FederationMember(config("a", deadline_s=1.0, retransmit_s=0.1), "a1",
+                           joining=True)
+    new.adopt(old, fed.now)
+    assert new.owns(m) and new.next_seq >= old.next_seq
+    fed.members["a1"] = new
+    fed.down = set()
+    fed.emit("a1", new.on_view(fed.now, CLUSTERS["a"]))
+    fed.run(until=6.0)
+    assert new.state is not None
+    for n in ("a2", "a3", "b1", "b2"):
+        assert fed.ids(n) == [m]
+    assert not new.owns(m) and reports(fed, "a1") == []  # reported by the old one only
+    new.multicast(fed.now, "g", b"y", ["a", "b"])
+    assert new.last_id is not None and new.last_id[2] > m[2]

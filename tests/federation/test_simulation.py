@@ -1,6 +1,6 @@
 """The federation layer in its seeded simulation: every run checked (global acyclicity,
 integrity, uniform agreement, termination, participant minimality, joiners,
-quiescence), the failure-free message delays counted, stalls and their recovery, and
+outcomes, quiescence), the failure-free message delays counted, stalls and their recovery, and
 each checker shown to catch what it is for."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 
 import pytest
 from amcast.protocols.federation import simulation, state
-from amcast.protocols.federation.checkers import check_joiners
+from amcast.protocols.federation.checkers import check_joiners, check_outcomes
 from amcast.protocols.federation.node_simulation import (
     node_delays,
     node_sweep,
@@ -36,6 +36,8 @@ def test_a_hundred_seeds_hold_every_property() -> None:
     assert result["snapshots installed"] > 20  # type: ignore[operator]
     assert result["retransmissions"] > 1000  # type: ignore[operator]
     assert result["stall reports"] > 0  # type: ignore[operator]
+    # the deadline (4 s) fired during unreachable windows: reported, delivered later
+    assert result["undelivered reports"] > 0  # type: ignore[operator]
 
 
 @pytest.mark.slow
@@ -104,6 +106,78 @@ def test_check_joiners_accepts_a_suffix_and_catches_each_violation() -> None:
     gap = {0: ref, 5: [(1, 1), (2, 1)]}
     assert "missed (0, 2)" in check_joiners(gap, {5: 0}, glob, {5})[0]
     assert check_joiners(gap, {5: 0}, glob, set()) == []  # crashed again: a prefix is fine
+
+
+def test_check_outcomes_accepts_delivered_or_reported_and_catches_each_violation(
+) -> None:
+    dst = {(0, 1): {"a", "b"}, (0, 2): {"a", "b"}, (0, 3): {"b"}}
+    delivered = {(0, 1): {"a", "b"}, (0, 3): {"b"}}
+    fine = check_outcomes(dst, dst, delivered, {(0, 2): ["unknown"]})
+    assert fine == []
+    # reported unknown, then delivered: allowed (the outcome was open)
+    assert check_outcomes(dst, dst, delivered, {(0, 1): ["unknown"], (0, 2): ["unknown"]}) == []
+    lost = check_outcomes(dst, dst, delivered, {})
+    assert lost == ["outcomes: (0, 2), submitted at a member that stayed up, neither "
+                    "delivered in cluster a nor reported undelivered"]
+    part = check_outcomes(dst, dst, {**delivered, (0, 2): {"a"}}, {})
+    assert "neither delivered in cluster b" in part[0]
+    assert check_outcomes([(0, 1), (0, 3)], dst, delivered, {}) == []  # (0, 2): sender died
+    false = check_outcomes(dst, dst, delivered, {(0, 1): ["not_delivered"],
+                                                 (0, 2): ["unknown"]})
+    assert false == ["outcomes: (0, 1) reported undelivered (not_delivered) but delivered "
+                     "in cluster a"]
+    twice = check_outcomes(dst, dst, delivered, {(0, 2): ["unknown", "unknown"]})
+    assert twice == ["outcomes: (0, 2) reported undelivered 2 times"]
+
+
+def test_past_the_deadline_a_message_is_reported_unknown_then_delivered() -> None:
+    clusters = {"c0": ("c0n0", "c0n1"), "c1": ("c1n0", "c1n1")}
+    globals_ = tuple(Global(0.1 * i, "c0n1", ("c0", "c1")) for i in range(5))
+    sc = FedScenario(clusters, globals_, unreachable=(("c1", 0.0, 6.0),),
+                     link=LinkFaults(loss=0.1, delay=0.02), deadline_s=3.0)
+    r = run_scenario(sc, 2)
+    assert r.violations == []
+    assert len(r.undelivered) == 5 and all(v == ["unknown"] for v in r.undelivered.values())
+    assert r.stayed_up == r.global_ids
+    assert all(len(r.deliveries[p]) == 5 for p in range(4))  # delivered after all
+
+
+def test_the_sweep_catches_a_report_that_lies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sender that says "not delivered" at its deadline, while the message may still
+    be delivered (it is, once the cluster is back): the outcomes check reports it."""
+    real = simulation.FederationMember.tick
+
+    def lying(self: simulation.FederationMember, now: float) -> list[object]:
+        return [simulation.Undelivered(o.msg_id, o.reason, o.waiting_for, o.age_s,
+                                       "not_delivered")
+                if isinstance(o, simulation.Undelivered) else o for o in real(self, now)]
+
+    monkeypatch.setattr(simulation.FederationMember, "tick", lying)
+    result = sweep(range(60))
+    notes = [v for vs in result["violations"].values() for v in vs]  # type: ignore[attr-defined]
+    assert any("reported undelivered (not_delivered) but delivered" in v for v in notes)
+
+
+def test_the_sweep_catches_multicasts_dropped_at_an_order_gap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon whose new member does not adopt the old one's multicasts (a cut-off
+    member rejoins) loses them silently: the outcomes check reports it."""
+    monkeypatch.setattr(simulation.FederationMember, "adopt", lambda self, old, now: None)
+    cfg = simulation.FedSweepConfig(cutoff=1.0, crash=0.0, sender_crash=0.0, max_loss=0.3)
+    found = []
+    for seed in range(200):
+        sc = random_scenario(seed, cfg)
+        if not sc.cutoffs:
+            continue
+        node, t0, _t1 = sc.cutoffs[0]
+        # the cut-off member sends while cut off: its Submit never reaches its order
+        sc = FedScenario(sc.clusters, (*sc.globals_, Global(t0 + 0.01, node,
+                                                           tuple(sorted(sc.clusters)))),
+                         sc.locals_, {}, {}, sc.cutoffs, (), sc.link, end=sc.end)
+        found += [v for v in run_scenario(sc, seed).violations if v.startswith("outcomes")]
+        if found:
+            break
+    assert found and "nor reported undelivered" in found[0]
 
 
 def test_the_cli_runs_the_federation_sweep(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,6 @@ graceful leave make (``amcast.protocols.membership.phase``)."""
 from __future__ import annotations
 
 import pytest
-from amcast.protocols.membership import layer as layer_module
 from amcast.protocols.membership.layer import MembershipLayer
 from amcast.protocols.membership.phase import (
     CLOSING,
@@ -45,11 +44,6 @@ def test_a_move_the_table_does_not_list_is_refused() -> None:
     assert layer.phase is Phase.STEADY
 
 
-COMPILED = not layer_module.__file__.endswith(".py")
-"""``make native``: a compiled class calls its own ``become`` directly, past a patch."""
-
-
-@pytest.mark.skipif(COMPILED, reason="records moves by patching become: interpreted only")
 def test_view_changes_and_a_graceful_leave_go_through_their_phases(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

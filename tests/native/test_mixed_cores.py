@@ -34,8 +34,8 @@ pytestmark = pytest.mark.skipif(
 
 MIXES = {"pure": ("pure",), "native": ("native",), "mixed": ("native", "pure"),
          "mixed the other way": ("pure", "native", "native")}
-NATIVE = {"decode": "native", "seal": "native"}
-PURE = {"decode": "pure", "seal": "pure"}
+NATIVE = {"decode": "native", "seal": "native", "order": "native"}
+PURE = {"decode": "pure", "seal": "pure", "order": "pure"}
 
 
 def fingerprint(result: RunResult) -> str:
@@ -76,6 +76,7 @@ def test_all_native_all_pure_and_mixed_runs_are_the_same_run(
         result = run_membership_point(point, messages_per_node=15, cores=cores)
         assert result.ok, (name, result.violations)
         assert {n.core["seal"] for n in result.all_nodes} == set(cores)
+        assert {n.core["order"] for n in result.all_nodes} == set(cores)
         prints[name] = fingerprint(result)
     assert len(set(prints.values())) == 1, prints
 

@@ -161,12 +161,15 @@ def test_a_node_reports_the_core_of_each_part(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(native.CORE_ENV, "pure")
     node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
                 rng=random.Random(1), now=0.0)
-    assert node.core == {"decode": "pure", "seal": "pure"}
+    assert node.core == {"decode": "pure", "seal": "pure", "order": "pure"}
     if native.native_module() is not None:
         node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
                     rng=random.Random(1), now=0.0, core="native", seal="native")
-        assert node.core == {"decode": "native", "seal": "native"}
+        assert node.core == {"decode": "native", "seal": "native", "order": "native"}
         assert type(node._auth) is native.NativeSealer
+        swap = Node(NodeConfig(group_key=b"sixteen byte key", ordering="arrow"), node_id=0,
+                    members=[0, 1], rng=random.Random(1), now=0.0, core="native")
+        assert swap.core["order"] == "pure"  # the swap orderings are Python only
 
 
 def test_bench_cluster_sets_the_core_of_every_daemon() -> None:

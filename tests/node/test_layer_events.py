@@ -8,16 +8,11 @@ twice or lost."""
 
 from __future__ import annotations
 
-import types
-
 import pytest
 from amcast.protocols.events import BatchDelivered, Event, ViewInstalled
 from amcast.protocols.node import Node
-from amcast.protocols.session import ViewSession
 from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.faults import Fault
-
-COMPILED = not isinstance(ViewSession.__dict__["receive"], types.FunctionType)
 
 
 def _out_of_order(stream: list[Event]) -> list[str]:
@@ -39,8 +34,6 @@ def test_the_checker_sees_a_delivery_after_the_next_view() -> None:
     assert _out_of_order([view, late])
 
 
-@pytest.mark.skipif(COMPILED, reason="wraps Node.events, which mypyc's classes refuse: "
-                    "make check's interpreted run covers it")
 @pytest.mark.parametrize("seed", [3, 17, 42])
 def test_flush_deliveries_come_before_the_next_view(seed: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,6 @@ views and drops, and it must actually fire."""
 from __future__ import annotations
 
 import random
-import types
 
 import pytest
 from amcast.protocols.events import JoinRefused
@@ -28,10 +27,6 @@ from amcast.protocols.wire.membership import ViewRecord
 
 KEY = b"simulation-group-key"
 SEEDS = range(600, 616)
-COMPILED = not isinstance(ViewSession.__dict__["receive"], types.FunctionType)
-INTERPRETED_ONLY = pytest.mark.skipif(
-    COMPILED, reason="patches the session's and the membership layer's methods, which "
-    "mypyc's classes refuse: make check's interpreted run covers it")
 
 
 def _outcome(result: RunResult) -> tuple[object, ...]:
@@ -45,7 +40,6 @@ def _skipped(result: RunResult) -> int:
     return sum(node.membership.repeats_skipped for node in result.all_nodes)
 
 
-@INTERPRETED_ONLY
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_shortcut_changes_nothing_under_faults(seed: int,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +104,6 @@ def test_a_repeated_heartbeat_that_reveals_a_gap_keeps_asking_for_it() -> None:
     assert nd.stats.datagrams_sent["nack"] >= 1
 
 
-@INTERPRETED_ONLY
 def test_only_a_heartbeat_the_current_session_applied_is_skipped(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Every skip is of a heartbeat (the very object) that the member's current view's

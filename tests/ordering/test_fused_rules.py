@@ -9,7 +9,6 @@ with those functions and removes ack-only roots by scanning every chain to a fix
 from __future__ import annotations
 
 import random
-import types
 
 import pytest
 from amcast.protocols.ordering import OrderingConfig, OrderingRule, TotalOrderEngine, rules
@@ -100,13 +99,7 @@ def _state(e: TotalOrderEngine) -> tuple[int, ...]:
             e.pending_payloads, e.ntail)
 
 
-COMPILED = not isinstance(TotalOrderEngine.__dict__["insert"], types.FunctionType)
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(COMPILED, reason="the reference engine subclasses the engine, and "
-                    "mypyc's classes refuse interpreted subclasses: make check's interpreted "
-                    "run covers it")
 @settings(max_examples=300, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(execution=executions(min_n=2), data=st.data())

@@ -44,8 +44,8 @@ pytestmark = pytest.mark.processes
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory, build_native: ModuleType) -> Path:
-    whl = build_native.pure_wheel(tmp_path_factory.mktemp("wheel"))
+def wheel(tmp_path_factory: pytest.TempPathFactory, build_wheel: ModuleType) -> Path:
+    whl = build_wheel.pure_wheel(tmp_path_factory.mktemp("wheel"))
     assert isinstance(whl, Path), whl
     return whl
 

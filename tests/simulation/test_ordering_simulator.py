@@ -113,6 +113,8 @@ def test_bench_engine_command_runs_small(capsys: pytest.CaptureFixture[str]) -> 
             "300",
             "--repeat",
             "1",
+            "--core",
+            "pure",
             "--json",
         ]
     )
