@@ -20,9 +20,10 @@ Measured per n and load, divided by the ordered (application) messages of the ru
 - CPU per message: process CPU time of the whole simulation, and its split by layer,
   measured with wrappers installed by this module only (``protocols/`` has no timing
   code): wire (encode, decode, HMAC), ordering engine (``TotalOrderEngine.insert`` and
-  ``close``), the rest of the Node (reliable layer, session, membership), and the
-  simulator's own loop. Every receiver decodes and authenticates its own copy, as a
-  daemon does (the simulator's shared decode cache is turned off here);
+  ``close``: the Python engine, on any core), the rest of the Node (reliable layer,
+  session, membership), and the simulator's own loop. Every receiver decodes and
+  authenticates its own copy, as a daemon does (the simulator's shared decode cache is
+  turned off here);
 - the GL-ToTo threshold phi (n/2) and the votes a message waits for: the early rule
   needs nvt > phi votes, the stable prefix Ntail(G) >= n - phi voters; the mean nvt and
   Ntail seen at delivery, and the share of messages each rule ordered;
@@ -50,6 +51,7 @@ from amcast.protocols import node as node_module
 from amcast.protocols.node import Node
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
+from amcast.protocols.ordering import native as ordering_native
 from amcast.protocols.ordering.messages import DeliveryRule, MessageDelivered
 from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
@@ -165,6 +167,9 @@ def installed(probe: Probe) -> Iterator[Probe]:
         return probe.timed("wire", make_decoder(limits, core))
 
     patch(node_module, "make_decoder", timed_decoder)
+    # the layers are timed by wrapping Python methods, so the views order with the Python
+    # engine, whatever the core (``amcast bench engine`` times the native one)
+    patch(ordering_native, "engine_class", lambda core=None, n=1: TotalOrderEngine)
     patch(TotalOrderEngine, "insert", insert_and_keep)
     patch(TotalOrderEngine, "close", probe.timed("ordering", TotalOrderEngine.close))
     for name in ("receive_datagram", "handle_timer", "datagrams_to_send", "submit",
@@ -202,9 +207,10 @@ def run_point(n: int, load: str, *, messages: int, seed: int) -> dict[str, Any]:
                         services=((ServiceLevel.AGREED, 1.0),),
                         min_size=100, max_size=100, large_fraction=0.0)
     cfg = NodeConfig(group_key=KEY, datagram_budget=BUDGET)
-    cluster = OwnDecodeCluster(n, seed=seed, node_config=cfg, network=NetworkConfig(default=LINK))
     probe = Probe()
-    with installed(probe):
+    with installed(probe):  # before the Nodes: their first views' engines are made with them
+        cluster = OwnDecodeCluster(n, seed=seed, node_config=cfg,
+                                   network=NetworkConfig(default=LINK))
         start = time.process_time()
         result = cluster.run(workload, max_time=600.0)
         cluster.deliver_in_flight()
