@@ -641,6 +641,11 @@ class Daemon:
         assert record is not None and self._loop is not None
         now = self.now()
         if now < self._state_retry_at:
+            # a retry due later than the timer armed for an earlier failure (a newer
+            # record failed since): the pump that timer makes lands here, so arm again
+            if self._state_retry is None:
+                self._state_retry = self._loop.call_later(self._state_retry_at - now,
+                                                          self._retry_state)
             return False
         try:
             self.state.write(record)
