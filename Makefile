@@ -8,6 +8,10 @@ MATURIN_REQ := 'maturin>=1.5,<2'
 CARGO_NICE ?= nice
 RUST_BUILD = VIRTUAL_ENV=$(abspath $(VENV)) $(CARGO_NICE) $(MATURIN) develop --quiet --release \
 	-m native/Cargo.toml
+# the extension as last built from these sources: `make test` and `make check` rebuild it
+# when one is newer (a stale build would be refused and the tests run pure)
+NATIVE_STAMP := $(VENV)/.native-built
+NATIVE_SOURCES := $(wildcard native/Cargo.toml native/Cargo.lock native/src/*.rs native/src/*/*.rs)
 
 .PHONY: install test check lint demo docs bench clean deploy-tools lock fuzz container-test \
 	man deb rust native wheel native-check native-bench
@@ -23,7 +27,7 @@ $(STAMP): pyproject.toml analytics/javacheck.py analytics/venvspark.py
 	$(PY) analytics/venvspark.py $(VENV)/bin
 	@touch $(STAMP)
 	@if command -v cargo >/dev/null 2>&1; then \
-	  { $(PY) -m pip install --quiet $(MATURIN_REQ) && $(RUST_BUILD); } || \
+	  { $(PY) -m pip install --quiet $(MATURIN_REQ) && $(RUST_BUILD) && touch $(NATIVE_STAMP); } || \
 	  echo "*** the native data path (native/) did not build: amcast runs its pure-Python core"; \
 	else echo "*** no Rust toolchain (cargo): the native data path is not built, amcast runs its pure-Python core (docs/native.md)"; fi
 
@@ -58,12 +62,12 @@ FAST_PROCESS_TESTS := tests/cli tests/client tests/daemon tests/analytics \
 	tests/deploy/test_systemd.py tests/deploy/test_kubernetes.py tests/deploy/test_prometheus.py \
 	tests/e2e/test_cluster_e2e.py
 
-test: install lint
+test: install lint $(NATIVE_STAMP)
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "$(FAST_MARKS)" $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile -m "$(FAST_MARKS)" \
 	  $(FAST_PROCESS_TESTS)
 
-check: install lint
+check: install lint $(NATIVE_STAMP)
 	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PURE_TESTS)
 	$(VENV)/bin/pytest -q -n $(PROCESS_WORKERS) --dist loadfile $(addprefix --ignore=,$(PURE_TESTS))
 	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory native-check; \
@@ -161,6 +165,11 @@ fuzz: install
 # depends on the install stamp.)
 rust: $(STAMP) $(MATURIN)
 	$(RUST_BUILD)
+	@touch $(NATIVE_STAMP)
+
+$(NATIVE_STAMP): $(NATIVE_SOURCES) | $(STAMP)
+	@if command -v cargo >/dev/null 2>&1; then $(MAKE) --no-print-directory rust; \
+	else echo "*** no Rust toolchain (cargo): the native data path is not built, amcast runs its pure-Python core (docs/native.md)"; fi
 
 native: rust
 

@@ -29,6 +29,7 @@ import os
 import random
 from typing import Any
 
+from ..protocols import extension
 from ..protocols.errors import ConfigurationError
 from ..protocols.node import Node
 from ..protocols.wire import native as cores
@@ -106,5 +107,7 @@ def effective(config: DaemonConfig, node_config: Any, phi: float) -> dict[str, A
         "phi": phi,
         # the data path's core as AMCAST_CORE and AMCAST_SEAL select it (docs/native.md)
         "core": {"decode": cores.core_name(), "seal": cores.seal_core()},
+        # a built extension of another interface than the package's is not used
+        "native_extension": extension.problem() or "used",
     }
     return shown

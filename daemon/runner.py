@@ -59,6 +59,7 @@ from typing import Any
 import structlog
 
 from .. import socket_protocol as sp
+from ..protocols import extension
 from ..protocols.errors import BackpressureError, ClientError
 from ..protocols.events import (
     BackpressureApplied,
@@ -303,6 +304,8 @@ class Daemon:
             max_message_bytes=self.limits.max_message_bytes,
         )
         observe.log_sealing(self)
+        if (stale := extension.stale()) is not None:
+            log.warning("native extension not used", node=self.node_id, reason=stale)
         self.notifier.ready(f"node {self.node_id} serving {self.api.path}")
         self.ready.set()
         await self._stop.wait()

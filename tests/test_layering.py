@@ -41,9 +41,10 @@ process runs the daemon itself, beside its client.
 PROTOCOL_LAYERS = {
     "vocabulary": set(),
     "errors": set(),
-    "wire": {"vocabulary", "errors"},
-    "ordering": {"vocabulary", "errors"},
-    "reliable": {"vocabulary", "errors", "wire"},
+    "extension": set(),  # loading the native extension where it matches the package
+    "wire": {"vocabulary", "errors", "extension"},
+    "ordering": {"vocabulary", "errors", "extension"},
+    "reliable": {"vocabulary", "errors", "wire", "extension"},
     "swap": {"vocabulary", "errors", "wire", "ordering"},  # the engine plugs into the seam
 }
 """Lower layers of ``amcast.protocols`` and what each may import inside it."""

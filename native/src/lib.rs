@@ -6,6 +6,13 @@
 
 
 
+/// The interface this build implements: the Python package uses the extension only where
+/// this is the number it expects (`amcast.protocols.extension.INTERFACE`), and runs its
+/// pure-Python core otherwise. Bumped with every change to the surface or the behaviour
+/// the package relies on, so a stale build is refused whole, with the reason, instead of
+/// misbehaving.
+pub const INTERFACE: u32 = 1;
+
 pub mod auth;
 pub mod datagram;
 pub mod error;

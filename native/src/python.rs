@@ -611,5 +611,6 @@ fn amcast_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crate::python_engine::PyEngine>()?;
     m.add("ENGINE_MAX_MEMBERS", crate::ordering::MAX_MEMBERS)?;
     m.add("WINDOW", crate::replay::WINDOW)?;
+    m.add("INTERFACE", crate::INTERFACE)?;
     Ok(())
 }

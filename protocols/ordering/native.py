@@ -21,6 +21,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from .. import extension
 from .config import OrderingConfig
 from .engine import TotalOrderEngine
 
@@ -29,21 +30,14 @@ CORES = ("auto", "pure", "native")
 
 
 def _native_class() -> Any:
-    """``amcast_native.TotalOrderEngine`` if the extension is built with it, else None."""
-    try:
-        import amcast_native
-    except ImportError:
-        return None
-    return getattr(amcast_native, "TotalOrderEngine", None)
+    """``amcast_native.TotalOrderEngine`` if the extension is built for this package
+    (``protocols.extension``) with it, else None."""
+    return getattr(extension.load(), "TotalOrderEngine", None)
 
 
 def max_members() -> int:
     """The most members the native engine orders (0: it is not built)."""
-    try:
-        import amcast_native
-    except ImportError:
-        return 0
-    return int(getattr(amcast_native, "ENGINE_MAX_MEMBERS", 0))
+    return int(getattr(extension.load(), "ENGINE_MAX_MEMBERS", 0))
 
 
 def engine_class(core: str | None = None, n: int = 1) -> Any:
@@ -56,8 +50,8 @@ def engine_class(core: str | None = None, n: int = 1) -> Any:
     native = _native_class()
     if native is None:
         if value == "native":
-            raise ImportError(f"{CORE_ENV}=native but the extension amcast_native is not built "
-                              "with its engine (make rust)")
+            why = extension.problem() or "the extension amcast_native is built without its engine"
+            raise ImportError(f"{CORE_ENV}=native but {why} (make rust)")
         return TotalOrderEngine
     if n > max_members():
         return TotalOrderEngine

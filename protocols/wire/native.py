@@ -30,6 +30,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from .. import extension
 from ..vocabulary import SERVICE_BY_CODE
 from . import membership
 from .auth import Authenticator, Sealed
@@ -85,12 +86,9 @@ def requested_core(core: str | None = None) -> str:
 
 
 def native_module() -> ModuleType | None:
-    """The extension module if it is built, whatever ``AMCAST_CORE`` says."""
-    try:
-        import amcast_native
-    except ImportError:
-        return None
-    return amcast_native
+    """The extension module if it is built for this package's interface
+    (``protocols.extension``), whatever ``AMCAST_CORE`` says."""
+    return extension.load()
 
 
 def selected(core: str | None = None) -> ModuleType | None:
@@ -101,8 +99,8 @@ def selected(core: str | None = None) -> ModuleType | None:
         return None
     module = native_module()
     if module is None and core == "native":
-        raise ImportError(f"{CORE_ENV}=native but the extension amcast_native is not built "
-                          "(make rust)")
+        why = extension.problem() or "the extension amcast_native is not built (make rust)"
+        raise ImportError(f"{CORE_ENV}=native but {why}")
     return module
 
 

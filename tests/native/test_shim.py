@@ -4,14 +4,20 @@ these run whether or not the extension is built."""
 from __future__ import annotations
 
 import argparse
+import logging
 import random
+import sys
 from functools import partial
 
 import pytest
-from amcast.daemon.config import env_overrides
+from amcast.daemon import preflight
+from amcast.daemon.config import DaemonConfig, env_overrides
+from amcast.protocols import extension
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.node import Node
 from amcast.protocols.node_config import NodeConfig
+from amcast.protocols.ordering import native as ordering_native
+from amcast.protocols.ordering.engine import TotalOrderEngine
 from amcast.protocols.wire import codec, native
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, encode_body
@@ -181,3 +187,74 @@ def test_bench_cluster_sets_the_core_of_every_daemon() -> None:
         ["env", "AMCAST_CORE=native", "AMCAST_SEAL=native"]] * 2
     assert bench_cluster.core_env(parser.parse_args(["--core", "pure"]), 1) == [
         ["env", "AMCAST_CORE=pure"]]
+
+
+class _Stale:
+    """An extension module of another interface: every part the package would use is
+    there, but it was built from other sources."""
+
+    def __init__(self, interface: int | None) -> None:
+        if interface is not None:
+            self.INTERFACE = interface
+        self.TotalOrderEngine = object
+        self.ENGINE_MAX_MEMBERS = 128
+
+
+@pytest.mark.parametrize(("interface", "word"), [(None, "older"), (0, "older"),
+                                                 (extension.INTERFACE + 1, "newer")])
+def test_an_extension_of_another_interface_is_refused_whole(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        interface: int | None, word: str) -> None:
+    """A build older or newer than the package (its ``INTERFACE``) counts as absent: the
+    pure core under ``auto`` with one warning saying why, an ``ImportError`` with the
+    reason under ``native``, for the data path and the engine alike."""
+    monkeypatch.setitem(sys.modules, "amcast_native", _Stale(interface))
+    extension._probe.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="amcast.native"):
+            assert extension.load() is None
+            assert extension.load() is None
+        problem = extension.problem()
+        assert problem is not None and word in problem and "make rust" in problem
+        assert extension.stale() == problem
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{problem}; running the pure-Python core"]
+        monkeypatch.setenv(native.CORE_ENV, "auto")
+        assert native.core_name() == "pure"
+        assert isinstance(native.make_decoder(WireLimits()), partial)
+        assert ordering_native.engine_class(None, 4) is TotalOrderEngine
+        monkeypatch.setenv(native.CORE_ENV, "native")
+        with pytest.raises(ImportError, match=f"interface .* {word} than the package"):
+            native.make_decoder(WireLimits())
+        with pytest.raises(ImportError, match=f"{word} than the package"):
+            ordering_native.engine_class(None, 4)
+    finally:
+        extension._probe.cache_clear()
+
+
+def test_the_built_extension_implements_the_packages_interface() -> None:
+    """``make rust`` builds what this package expects (else every native test above
+    would quietly run pure)."""
+    try:
+        import amcast_native
+    except ImportError:
+        pytest.skip("amcast_native is not built (make rust): only the Python core runs")
+    assert amcast_native.INTERFACE == extension.INTERFACE
+    assert extension.load() is amcast_native
+    assert extension.problem() is None and extension.stale() is None
+
+
+def test_the_daemons_check_says_whether_the_extension_is_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = DaemonConfig(protocol={"insecure": True})
+    node_config = cfg.node_config()
+    shown = preflight.effective(cfg, node_config, 1.0)["derived"]
+    assert shown["native_extension"] == (extension.problem() or "used")
+    monkeypatch.setitem(sys.modules, "amcast_native", _Stale(0))
+    extension._probe.cache_clear()
+    try:
+        shown = preflight.effective(cfg, node_config, 1.0)["derived"]
+        assert "older than the package" in shown["native_extension"]
+        assert shown["core"] == {"decode": "pure", "seal": "pure"}
+    finally:
+        extension._probe.cache_clear()
