@@ -25,10 +25,17 @@ MODULES = (
     "reliable.causal", "reliable.stability", "reliable.layer", "reliable.repair",
     "ordering.engine", "ordering.rules", "ordering.votes",
     "session", "node", "membership.layer", "membership.detector",
+    "extension", "wire.native", "ordering.native",
+    "swap.engine", "swap.link", "swap.carry", "swap.delivery", "swap.outbox", "swap.tree",
+    "swap.messages",
+    "federation.member", "federation.state", "federation.wire", "federation.batching",
+    "federation.outputs", "federation.config",
 )
-"""The hot path of every datagram, relative to ``amcast.protocols``: decode and
+"""Relative to ``amcast.protocols``: the hot path of every datagram (decode and
 authenticate, causal release, acks and stability, the engine's insert and rule, the
-membership layer and the node around them."""
+membership layer and the node around them), the choice of the native core, the swap
+orderings the session runs in place of the engine, and the federation member the daemon
+runs for cross-cluster messages."""
 
 
 def main() -> int:

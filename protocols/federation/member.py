@@ -300,8 +300,8 @@ class FederationMember:
             out += self._acks(m, (m, 1, rec.cluster))
             out += self._delivered(delivered)
         elif isinstance(rec, RecStateRequest) and rec.node != self.node:
-            others = [n for n in self.view if n != rec.node]
-            if others and others[rec.nonce % len(others)] == self.node:
+            holders = [n for n in self.view if n != rec.node]
+            if holders and holders[rec.nonce % len(holders)] == self.node:
                 self.counters["snapshots_sent"] += 1
                 out.append(OrderLocally(encode_record(
                     RecState(rec.node, rec.nonce, st.encode()))))
