@@ -12,6 +12,7 @@ pub mod error;
 pub mod membership;
 pub mod msgpack;
 pub mod ordering;
+pub mod reliable;
 pub mod pyrepr;
 pub mod replay;
 
@@ -19,3 +20,5 @@ pub mod replay;
 mod python;
 #[cfg(feature = "python")]
 mod python_engine;
+#[cfg(feature = "python")]
+mod python_reliable;
