@@ -614,7 +614,7 @@ class Metrics:
     def set_core(self, core: Mapping[str, str]) -> None:
         """``amcast_core_info``: 1, labelled with which implementation runs each part of
         the data path (``Daemon.core``, ``Node.core``'s parts: ``decode``, ``seal``,
-        ``order``)."""
+        ``order``, ``reliable``)."""
         if self._core is None:
             self._core = Gauge("amcast_core_info",
                                "1; the labels say which implementation runs each part of "

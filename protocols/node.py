@@ -56,6 +56,7 @@ from .ordering.native import engine_core, engine_core_for
 from .reliable.batching import Batcher
 from .reliable.flow import SendWindow
 from .reliable.layer import ReliableCounters
+from .reliable.native import layer_core, layer_core_for
 from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .repeats import HeartbeatRepeats
@@ -641,9 +642,11 @@ class Node:
     def core(self) -> dict[str, str]:
         """Which implementation runs each part of the data path (``native``: the Rust
         extension; ``pure``: the Python reference, ``AMCAST_CORE``): ``decode`` (the
-        datagram decoder), ``seal`` (sealing, opening and the replay guard) and ``order``
+        datagram decoder), ``seal`` (sealing, opening and the replay guard), ``order``
         (the ToTo engine of the current view, else the one a view of the listed members
-        would get; docs/native.md)."""
+        would get) and ``reliable`` (the reliable causal layer of the current view, else
+        the one a view would get: native only with ``AMCAST_RELIABLE=native``;
+        docs/native.md)."""
         session = self.membership.session
         if self.config.ordering != "toto":
             order = "pure"  # the swap orderings are Python only
@@ -651,9 +654,11 @@ class Node:
             order = engine_core(session.engine)
         else:
             order = engine_core_for(self._core, len(self.members))
+        reliable = (layer_core(session.reliable) if session is not None
+                    else layer_core_for(self._core))
         return {"decode": decoder_name(self._decode),
                 "seal": "pure" if isinstance(self._auth, Authenticator) else "native",
-                "order": order}
+                "order": order, "reliable": reliable}
 
     @property
     def leaving_started(self) -> bool:

@@ -49,6 +49,7 @@ from .reliable.config import ReliableConfig
 from .reliable.flow import SendWindow
 from .reliable.holdback import CausalHoldback
 from .reliable.layer import Drop, ReliableCounters, ReliableLayer
+from .reliable.native import make_layer
 from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .swap.engine import HEADER_RESERVE, SwapOrdering
@@ -142,15 +143,15 @@ class ViewSession:
         core: str | None = None,
         tree: tuple[int, ...] = (),
     ) -> None:
-        """``core``: the ToTo engine's (``pure``, ``native``, ``auto``; ``None``:
-        ``AMCAST_CORE``; ``ordering.native``)."""
+        """``core``: the ToTo engine's and the reliable layer's (``pure``, ``native``,
+        ``auto``; ``None``: ``AMCAST_CORE``; ``ordering.native``, ``reliable.native``)."""
         self.view_id = view_id
         self.members = members
         self.node_id = node_id
         self.config = config
-        self.reliable = ReliableLayer(view_id, node_id, members, config=config, rng=rng,
-                                      now=now, drop=drop, counters=counters,
-                                      limiter=limiter, lateness=lateness)
+        self.reliable: ReliableLayer = make_layer(
+            view_id, node_id, members, config=config, rng=rng, now=now, drop=drop,
+            counters=counters, limiter=limiter, lateness=lateness, core=core)
         self.swap: SwapOrdering | None = None
         """The swap ordering of this view (``protocols/swap/engine.py``), in place of the
         ToTo engine when ``config.ordering`` is not ``toto``."""

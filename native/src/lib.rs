@@ -19,6 +19,7 @@ pub mod error;
 pub mod membership;
 pub mod msgpack;
 pub mod ordering;
+pub mod reliable;
 pub mod pyrepr;
 pub mod replay;
 
@@ -26,3 +27,5 @@ pub mod replay;
 mod python;
 #[cfg(feature = "python")]
 mod python_engine;
+#[cfg(feature = "python")]
+mod python_reliable;

@@ -226,7 +226,8 @@ class FakeNode:
         self.timer_at: float | None = 1e12
         self.stats = NodeStats()
         self.phi = phi
-        self.core = {"decode": "pure", "seal": "pure", "order": "pure"}  # (Node.core)
+        self.core = {"decode": "pure", "seal": "pure", "order": "pure",
+                     "reliable": "pure"}  # (Node.core)
         self.incarnation = 1  # the daemon's delivery log records it (Node.incarnation)
         self.outbox: list[bytes] = []  # what the next datagrams_to_send() hands out
         self.records: deque[bytes] = deque()  # state_to_persist() hands out one per call

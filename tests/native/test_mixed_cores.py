@@ -34,8 +34,9 @@ pytestmark = pytest.mark.skipif(
 
 MIXES = {"pure": ("pure",), "native": ("native",), "mixed": ("native", "pure"),
          "mixed the other way": ("pure", "native", "native")}
-NATIVE = {"decode": "native", "seal": "native", "order": "native"}
-PURE = {"decode": "pure", "seal": "pure", "order": "pure"}
+NATIVE = {"decode": "native", "seal": "native", "order": "native",
+          "reliable": "pure"}  # the native reliable layer is opt-in (AMCAST_RELIABLE)
+PURE = {"decode": "pure", "seal": "pure", "order": "pure", "reliable": "pure"}
 
 
 def fingerprint(result: RunResult) -> str:

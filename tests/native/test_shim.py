@@ -165,13 +165,23 @@ def test_sealing_follows_the_core_only_where_it_is_asked_for(
 
 def test_a_node_reports_the_core_of_each_part(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.CORE_ENV, "pure")
+    monkeypatch.delenv("AMCAST_RELIABLE", raising=False)
     node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
                 rng=random.Random(1), now=0.0)
-    assert node.core == {"decode": "pure", "seal": "pure", "order": "pure"}
+    assert node.core == {"decode": "pure", "seal": "pure", "order": "pure", "reliable": "pure"}
+    monkeypatch.setenv("AMCAST_RELIABLE", "native")  # on the pure core: the Python layer
+    assert node.core["reliable"] == "pure"
+    monkeypatch.delenv("AMCAST_RELIABLE")
     if native.native_module() is not None:
         node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
                     rng=random.Random(1), now=0.0, core="native", seal="native")
-        assert node.core == {"decode": "native", "seal": "native", "order": "native"}
+        assert node.core == {"decode": "native", "seal": "native", "order": "native",
+                             "reliable": "pure"}  # opt-in: AMCAST_RELIABLE=native
+        monkeypatch.setenv("AMCAST_RELIABLE", "native")
+        node = Node(NodeConfig(group_key=b"sixteen byte key"), node_id=0, members=[0, 1],
+                    rng=random.Random(1), now=0.0, core="native", seal="native")
+        assert node.core["reliable"] == "native"
+        monkeypatch.delenv("AMCAST_RELIABLE")
         assert type(node._auth) is native.NativeSealer
         swap = Node(NodeConfig(group_key=b"sixteen byte key", ordering="arrow"), node_id=0,
                     members=[0, 1], rng=random.Random(1), now=0.0, core="native")

@@ -1,0 +1,98 @@
+"""One reliable layer, two implementations: the native one or the Python reference.
+
+``amcast_native.ReliableLayer`` (``native/src/reliable``, built by ``make rust``) is a
+drop-in for ``layer.ReliableLayer``: constructed with the same arguments, the same
+``receive``/``new_vertex``/``handle_timer``/``take_datagrams``/view-change methods
+returning the same vertices and this package's own ``Datagram``s, the same
+``next_timer``, the same counters (it bumps the node's ``ReliableCounters``), the same
+drops (through ``drop``, same reasons and details); it draws from the node's rng and
+calls the shared ``Lateness`` and ``PeerLimiter`` as the Python layer does, in the same
+order, so a simulation stays seed-identical. ``releaser`` and ``acks`` are views with
+the attributes the session, the membership layer and the node read. The Python layer
+stays the reference: ``tests/native/test_native_reliable.py`` drives both with the same
+traces and requires the same results.
+
+The native layer is new and opt-in: ``make_layer`` builds it only where the core is
+native (the Node's ``core``, else ``AMCAST_CORE``: ``native``, or ``auto`` with the
+extension built) and ``AMCAST_RELIABLE=native``; ``pure``, unset or ``auto`` give the
+Python layer. A member outside the view or member ids beyond 64 bits get the Python
+layer on any core.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+from .config import ReliableConfig
+from .layer import Drop, ReliableCounters, ReliableLayer
+from .ratelimit import PeerLimiter
+from .repair import Lateness
+
+CORE_ENV = "AMCAST_CORE"
+"""The data path's core (``amcast.protocols.ordering.native``, ``wire.native``)."""
+CORES = ("auto", "pure", "native")
+RELIABLE_ENV = "AMCAST_RELIABLE"
+CHOICES = ("auto", "pure", "native")
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _native_class() -> Any:
+    """``amcast_native.ReliableLayer`` if the extension is built with it, else None."""
+    try:
+        import amcast_native
+    except ImportError:
+        return None
+    return getattr(amcast_native, "ReliableLayer", None)
+
+
+def wanted() -> str:
+    """``AMCAST_RELIABLE``: ``native``, or ``pure`` (also for unset and ``auto``)."""
+    value = os.environ.get(RELIABLE_ENV, "").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ValueError(f"{RELIABLE_ENV}={value!r}: expected one of {', '.join(CHOICES)}")
+    return "native" if value == "native" else "pure"
+
+
+def layer_class(core: str | None = None, node_id: int = 0,
+                members: tuple[int, ...] | None = None) -> Any:
+    """The layer class for a member ``node_id`` of ``members`` on ``core``."""
+    value = (os.environ.get(CORE_ENV, "") if core is None else core).strip().lower() or "auto"
+    if value not in CORES:
+        raise ValueError(f"{CORE_ENV}={value!r}: expected one of {', '.join(CORES)}")
+    if value == "pure" or wanted() != "native":
+        return ReliableLayer
+    native = _native_class()
+    if native is None:
+        if value == "native":
+            raise ImportError(f"{RELIABLE_ENV}=native on the native core but the extension "
+                              "amcast_native is not built with its reliable layer (make rust)")
+        return ReliableLayer
+    if members is not None and (node_id not in members or len(set(members)) != len(members)
+                                or not all(m in _INT64 for m in members)):
+        return ReliableLayer
+    return native
+
+
+def make_layer(view_id: int, node_id: int, members: tuple[int, ...], *,
+               config: ReliableConfig, rng: random.Random, now: float, drop: Drop,
+               counters: ReliableCounters, limiter: PeerLimiter | None = None,
+               lateness: Lateness | None = None, core: str | None = None) -> ReliableLayer:
+    """A reliable layer of the selected core (typed as the reference: the native one has
+    its surface)."""
+    layer: ReliableLayer = layer_class(core, node_id, members)(
+        view_id, node_id, members, config=config, rng=rng, now=now, drop=drop,
+        counters=counters, limiter=limiter, lateness=lateness)
+    return layer
+
+
+def layer_core(layer: object) -> str:
+    """``native`` or ``pure``: the core of a layer ``make_layer`` made."""
+    return "pure" if isinstance(layer, ReliableLayer) else "native"
+
+
+def layer_core_for(core: str | None) -> str:
+    """``native`` or ``pure``: the core ``make_layer`` picks for a member of its view."""
+    return "pure" if layer_class(core) is ReliableLayer else "native"
