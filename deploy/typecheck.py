@@ -25,7 +25,7 @@ MODULES = (
     "reliable.causal", "reliable.stability", "reliable.layer", "reliable.repair",
     "ordering.engine", "ordering.rules", "ordering.votes",
     "session", "node", "membership.layer", "membership.detector",
-    "extension", "wire.native", "ordering.native",
+    "extension", "wire.native", "ordering.native", "reliable.native",
     "swap.engine", "swap.link", "swap.carry", "swap.delivery", "swap.outbox", "swap.tree",
     "swap.messages",
     "federation.member", "federation.state", "federation.wire", "federation.batching",

@@ -25,6 +25,7 @@ import os
 import random
 from typing import Any
 
+from .. import extension
 from .config import ReliableConfig
 from .layer import Drop, ReliableCounters, ReliableLayer
 from .ratelimit import PeerLimiter
@@ -40,12 +41,9 @@ _INT64 = range(-(2**63), 2**63)
 
 
 def _native_class() -> Any:
-    """``amcast_native.ReliableLayer`` if the extension is built with it, else None."""
-    try:
-        import amcast_native
-    except ImportError:
-        return None
-    return getattr(amcast_native, "ReliableLayer", None)
+    """``amcast_native.ReliableLayer`` if the extension is built for this package
+    (``protocols.extension``) with it, else None."""
+    return getattr(extension.load(), "ReliableLayer", None)
 
 
 def wanted() -> str:
