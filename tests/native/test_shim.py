@@ -18,6 +18,7 @@ from amcast.protocols.node import Node
 from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import native as ordering_native
 from amcast.protocols.ordering.engine import TotalOrderEngine
+from amcast.protocols.reliable import native as reliable_native
 from amcast.protocols.wire import codec, native
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind, encode_body
@@ -141,7 +142,9 @@ def test_the_daemon_takes_amcast_core_as_the_core_not_as_a_config_override() -> 
     # AMCAST_<SECTION>__<KEY> are overrides; AMCAST_CORE picks the core (an override
     # would refuse it: no section) and the daemon's documented `AMCAST_CORE=pure amcastd`
     assert (native.CORE_ENV, native.SEAL_ENV) == ("AMCAST_CORE", "AMCAST_SEAL")
+    assert reliable_native.RELIABLE_ENV == "AMCAST_RELIABLE"
     assert env_overrides({native.CORE_ENV: "pure", native.SEAL_ENV: "native",
+                          reliable_native.RELIABLE_ENV: "native",
                           "AMCAST_NETWORK__PORT": "42999"}) == {"network": {"port": 42999}}
 
 
