@@ -107,12 +107,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seal", choices=("native", "pure"), default=None,
                    help="AMCAST_SEAL of every daemon: sealing, opening and the replay guard "
                         "on the native core (default: unset)")
+    p.add_argument("--reliable", choices=("native", "pure"), default=None,
+                   help="AMCAST_RELIABLE of every daemon: the reliable causal layer on the "
+                        "native core (default: unset, pure)")
 
 
 def core_env(args: argparse.Namespace, n: int) -> list[list[str]]:
-    """Per-daemon ``env`` wrappers setting ``--core`` and ``--seal`` (none: unset)."""
+    """Per-daemon ``env`` wrappers setting ``--core``, ``--seal`` and ``--reliable``
+    (none: unset)."""
     env = [f"{name}={value}" for name, value in (("AMCAST_CORE", args.core),
-                                                  ("AMCAST_SEAL", args.seal)) if value]
+                                                  ("AMCAST_SEAL", args.seal),
+                                                  ("AMCAST_RELIABLE", args.reliable)) if value]
     return [["env", *env] for _ in range(n)] if env else []
 
 

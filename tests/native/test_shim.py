@@ -200,6 +200,9 @@ def test_bench_cluster_sets_the_core_of_every_daemon() -> None:
         ["env", "AMCAST_CORE=native", "AMCAST_SEAL=native"]] * 2
     assert bench_cluster.core_env(parser.parse_args(["--core", "pure"]), 1) == [
         ["env", "AMCAST_CORE=pure"]]
+    args = parser.parse_args(["--core", "native", "--reliable", "native"])
+    assert bench_cluster.core_env(args, 1) == [
+        ["env", "AMCAST_CORE=native", "AMCAST_RELIABLE=native"]]
 
 
 class _Stale:
