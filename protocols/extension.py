@@ -8,8 +8,9 @@ extension does not have would run it all the same and misbehave in ways no error
 extension says which interface it implements (``amcast_native.INTERFACE``, an integer
 the crate bumps with every change the package relies on) and this package uses it only
 where that is ``INTERFACE``. A mismatched build counts as absent: ``AMCAST_CORE=auto``
-(or unset) runs the pure-Python core and logs one warning that says why and how to fix
-it; ``AMCAST_CORE=native`` refuses to start with that reason (``ImportError``).
+(or unset) runs the pure-Python core, and ``stale`` says why and how to fix it (what
+``amcastd`` logs when it starts: this layer does no I/O); ``AMCAST_CORE=native``
+refuses to start with that reason (``ImportError``).
 
 Every selection of a native part (``wire.native``, ``ordering.native``) loads the
 extension through ``load``.
@@ -17,15 +18,12 @@ extension through ``load``.
 
 from __future__ import annotations
 
-import logging
 from functools import cache
 from types import ModuleType
 
 INTERFACE = 2
 """The interface of ``amcast_native`` this package needs (``native/src/lib.rs``'s
 ``INTERFACE``)."""
-
-log = logging.getLogger("amcast.native")
 
 
 @cache
@@ -40,7 +38,6 @@ def _probe() -> tuple[ModuleType | None, str | None, bool]:
                    f"needs {INTERFACE}: it is {'older' if found < INTERFACE else 'newer'} "
                    "than the package (rebuild it with make rust, or install the "
                    "amcast-native wheel of this release)")
-        log.warning("%s; running the pure-Python core", problem)
         return None, problem, True
     return amcast_native, None, True
 

@@ -645,7 +645,7 @@ class Node:
         datagram decoder), ``seal`` (sealing, opening and the replay guard), ``order``
         (the ToTo engine of the current view, else the one a view of the listed members
         would get) and ``reliable`` (the reliable causal layer of the current view, else
-        the one a view would get: native only with ``AMCAST_RELIABLE=native``;
+        the one a view would get: it follows the core unless ``AMCAST_RELIABLE=pure``;
         docs/native.md)."""
         session = self.membership.session
         if self.config.ordering != "toto":

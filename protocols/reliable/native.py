@@ -12,11 +12,12 @@ the attributes the session, the membership layer and the node read. The Python l
 stays the reference: ``tests/native/test_native_reliable.py`` drives both with the same
 traces and requires the same results.
 
-The native layer is new and opt-in: ``make_layer`` builds it only where the core is
+The layer follows the core: ``make_layer`` builds the native one where the core is
 native (the Node's ``core``, else ``AMCAST_CORE``: ``native``, or ``auto`` with the
-extension built) and ``AMCAST_RELIABLE=native``; ``pure``, unset or ``auto`` give the
-Python layer. A member outside the view or member ids beyond 64 bits get the Python
-layer on any core.
+extension built) and ``AMCAST_RELIABLE`` is unset, ``auto`` or ``native``;
+``AMCAST_RELIABLE=pure`` keeps the Python layer on the native core (and ``native`` on a
+native core without it is an ``ImportError``). A member outside the view or member ids
+beyond 64 bits get the Python layer on any core.
 """
 
 from __future__ import annotations
@@ -47,11 +48,12 @@ def _native_class() -> Any:
 
 
 def wanted() -> str:
-    """``AMCAST_RELIABLE``: ``native``, or ``pure`` (also for unset and ``auto``)."""
+    """``AMCAST_RELIABLE``: ``pure``, ``native``, or ``auto`` (also for unset: the layer
+    follows the core)."""
     value = os.environ.get(RELIABLE_ENV, "").strip().lower() or "auto"
     if value not in CHOICES:
         raise ValueError(f"{RELIABLE_ENV}={value!r}: expected one of {', '.join(CHOICES)}")
-    return "native" if value == "native" else "pure"
+    return value
 
 
 def layer_class(core: str | None = None, node_id: int = 0,
@@ -60,11 +62,12 @@ def layer_class(core: str | None = None, node_id: int = 0,
     value = (os.environ.get(CORE_ENV, "") if core is None else core).strip().lower() or "auto"
     if value not in CORES:
         raise ValueError(f"{CORE_ENV}={value!r}: expected one of {', '.join(CORES)}")
-    if value == "pure" or wanted() != "native":
+    asked = wanted()
+    if value == "pure" or asked == "pure":
         return ReliableLayer
     native = _native_class()
     if native is None:
-        if value == "native":
+        if value == "native" and asked == "native":
             raise ImportError(f"{RELIABLE_ENV}=native on the native core but the extension "
                               "amcast_native is not built with its reliable layer (make rust)")
         return ReliableLayer

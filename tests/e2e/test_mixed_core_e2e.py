@@ -1,8 +1,8 @@
 """A mixed cluster of real daemons: two on the native core, two on the Python one.
 
 4 amcastd on loopback multicast, ``AMCAST_CORE=native`` for nodes 0 and 1 (node 0 with
-``AMCAST_SEAL=native`` and ``AMCAST_RELIABLE=native`` too: it also seals, opens and
-guards against replays natively, and runs the native reliable causal layer)
+``AMCAST_SEAL=native`` too: it also seals, opens and guards against replays natively;
+node 1 with ``AMCAST_RELIABLE=pure``: the Python reliable layer on the native core)
 and ``AMCAST_CORE=pure`` for nodes 2 and 3 (a per-daemon ``env`` wrapper, which execs
 the daemon in place). Each daemon must report the core it was given (``amcast
 status``'s ``core``). Two recording clients per daemon send under load, one ``agreed``, one
@@ -36,8 +36,9 @@ pytestmark = [
     pytest.mark.skipif(native_module() is None,
                        reason="amcast_native is not built (make rust): no native daemon to mix"),
 ]
-ENV = (("AMCAST_CORE=native", "AMCAST_SEAL=native", "AMCAST_RELIABLE=native"),
-       ("AMCAST_CORE=native",), ("AMCAST_CORE=pure",), ("AMCAST_CORE=pure",))
+ENV = (("AMCAST_CORE=native", "AMCAST_SEAL=native"),
+       ("AMCAST_CORE=native", "AMCAST_RELIABLE=pure"), ("AMCAST_CORE=pure",),
+       ("AMCAST_CORE=pure",))
 CORES = ({"decode": "native", "seal": "native", "reliable": "native"},
          {"decode": "native", "seal": "pure", "reliable": "pure"},
          {"decode": "pure", "seal": "pure", "reliable": "pure"},

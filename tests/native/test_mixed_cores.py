@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(
 MIXES = {"pure": ("pure",), "native": ("native",), "mixed": ("native", "pure"),
          "mixed the other way": ("pure", "native", "native")}
 NATIVE = {"decode": "native", "seal": "native", "order": "native",
-          "reliable": "pure"}  # the native reliable layer is opt-in (AMCAST_RELIABLE)
+          "reliable": "native"}  # the reliable layer follows the core
 PURE = {"decode": "pure", "seal": "pure", "order": "pure", "reliable": "pure"}
 
 

@@ -439,10 +439,12 @@ def test_bad_input_is_refused_alike() -> None:
     assert pure.layer.exceeds({}) == nat.layer.exceeds({}) is False
 
 
-def test_the_selection_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_selection_follows_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(selection.RELIABLE_ENV, raising=False)
-    assert selection.layer_class("native", 1, (1, 2)) is ReliableLayer
+    assert selection.layer_class("native", 1, (1, 2)) is NativeLayer
     monkeypatch.setenv(selection.RELIABLE_ENV, "auto")
+    assert selection.layer_class("native", 1, (1, 2)) is NativeLayer
+    monkeypatch.setenv(selection.RELIABLE_ENV, "pure")
     assert selection.layer_class("native", 1, (1, 2)) is ReliableLayer
     monkeypatch.setenv(selection.RELIABLE_ENV, "native")
     assert selection.layer_class("native", 1, (1, 2)) is NativeLayer
