@@ -21,7 +21,7 @@ import logging
 from functools import cache
 from types import ModuleType
 
-INTERFACE = 2
+INTERFACE = 3
 """The interface of ``amcast_native`` this package needs (``native/src/lib.rs``'s
 ``INTERFACE``)."""
 
