@@ -230,11 +230,14 @@ class ViewSession:
             if step is not None:
                 self._apply(step)
                 return False
-        else:
-            released = self.reliable.receive(dg, now)
-            if released:
-                self._released(released)
-                return False
+            if dg.acks:  # the native call collected the garbage (after_stability's first step)
+                self._deliver_ready(flush=False)
+                return dg.kind is _HEARTBEAT and not dg.nacks
+            return False
+        released = self.reliable.receive(dg, now)
+        if released:
+            self._released(released)
+            return False
         if dg.acks:  # a heartbeat's report may have made something stable
             self.after_stability()
             return dg.kind is _HEARTBEAT and not dg.nacks
@@ -400,12 +403,14 @@ class ViewSession:
         ordered = self._ordered
         if not ordered or not self.delivering:
             return
-        stable_of = self.reliable.acks.stable
+        fused = self._fused
+        stable_of = self.reliable.acks.stable if fused is None else None
         holdback = self._holdback
         while ordered:
             v, delivered, frontier = ordered[0]
-            if frontier is not None and not flush and any(
-                stable_of(node) < seq for node, seq in frontier.items()
+            if frontier is not None and not flush and (
+                fused.frontier_unstable(frontier) if stable_of is None
+                else any(stable_of(node) < seq for node, seq in frontier.items())
             ):
                 self.reliable.want_report(self._now)
                 break

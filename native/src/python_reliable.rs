@@ -414,8 +414,9 @@ impl PyReliableLayer {
         Ok(out)
     }
 
+    /// `receive`'s work: the vertices released, and whether the datagram carried acks.
     fn receive_vertices<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64)
-        -> PyResult<Vec<Vtx<Obj>>> {
+        -> PyResult<(Vec<Vtx<Obj>>, bool)> {
         let kind = dg.getattr(intern!(py, "kind"))?;
         let repair = kind.is(self.cls.kinds[3].bind(py)) || kind.eq(self.cls.kinds[3].bind(py))?;
         let sender_o = dg.getattr(intern!(py, "sender"))?;
@@ -434,12 +435,13 @@ impl PyReliableLayer {
         for v in vs.try_iter()? {
             vertices.push(self.parse_vertex(&v?)?);
         }
+        let had_acks = !acks.is_empty();
         let incoming = Incoming { repair, sender, hb_seq, acks, nacks, vertices };
         let mut env = self.env(py, None);
         let mut out = Vec::new();
         let r = self.inner.receive(&mut env, &incoming, now, &mut out);
         self.finish(py, &mut env, r)?;
-        Ok(out)
+        Ok((out, had_acks))
     }
 
     fn member_dict<'py>(&self, py: Python<'py>, values: &[i64]) -> PyResult<Bound<'py, PyDict>> {
@@ -724,17 +726,21 @@ impl PyReliableLayer {
 
     fn receive<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64)
         -> PyResult<Bound<'py, PyList>> {
-        let out = self.receive_vertices(py, dg, now)?;
+        let (out, _) = self.receive_vertices(py, dg, now)?;
         self.released_list(py, out)
     }
 
     /// `receive`, then, where it released vertices, `release` of them into `engine`
-    /// (a native `TotalOrderEngine`): None where nothing was released.
+    /// (a native `TotalOrderEngine`); None where nothing was released, the garbage
+    /// collected then where the datagram carried acks (`after_stability`'s first step).
     fn receive_release<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64,
                             engine: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let out = self.receive_vertices(py, dg, now)?;
+        let (out, acks) = self.receive_vertices(py, dg, now)?;
         self.recent.clear();
         if out.is_empty() {
+            if acks {
+                self.inner.collect_garbage();
+            }
             return Ok(None);
         }
         self.release_into(py, engine, out, now).map(Some)
@@ -748,6 +754,18 @@ impl PyReliableLayer {
                     engine: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let out = self.parse_released(vertices)?;
         self.release_into(py, engine, out, now)
+    }
+
+    /// `any(acks.stable(node) < seq for node, seq in frontier.items())`, in one call (the
+    /// session's wait of a safe delivery on a fused release's frontier).
+    fn frontier_unstable(&self, frontier: &Bound<'_, PyDict>) -> PyResult<bool> {
+        for (node, seq) in frontier.iter() {
+            let stable = self.inner.stable_of(self.index(&node)?);
+            if seq.gt(stable)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn on_release(&mut self, v: &Bound<'_, PyAny>, now: f64) -> PyResult<()> {
