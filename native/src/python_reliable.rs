@@ -82,10 +82,38 @@ fn pairs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(i64, i64)>> {
     Ok(out)
 }
 
+/// `object.__new__` and the slot descriptors' `__set__` of `Vertex`'s and `Datagram`'s
+/// fields in order: how `codec` and the native decoder build them (the frozen
+/// dataclasses' constructors cost about twice as much).
+struct Slots {
+    new: Obj,
+    vertex: Vec<Obj>,
+    datagram: Vec<Obj>,
+}
+
+/// A `cls(*args)` built through `slots` (`new` and the setters of `cls`'s fields) where
+/// the class takes `object.__new__`, else by its constructor.
+fn build<'py, const N: usize>(py: Python<'py>, cls: &Bound<'py, PyAny>,
+                               slots: Option<(&Obj, &[Obj])>, args: [Bound<'py, PyAny>; N])
+    -> PyResult<Bound<'py, PyAny>> {
+    match slots {
+        Some((new, setters)) => {
+            let obj = new.bind(py).call1((cls,))?;
+            for (setter, arg) in setters.iter().zip(args) {
+                setter.bind(py).call1((&obj, arg))?;
+            }
+            Ok(obj)
+        }
+        None => cls.call1(PyTuple::new(py, args)?),
+    }
+}
+
 /// The Python classes and constants the layer builds with.
 struct Classes {
     vertex: Obj,
     datagram: Obj,
+    /// `None` where the classes refuse `object.__new__` (a compiled core).
+    slots: Option<Arc<Slots>>,
     /// `Kind.DATA, ACK_ONLY, NACK, REPAIR, HEARTBEAT`.
     kinds: [Obj; 5],
     agreed: Obj,
@@ -108,6 +136,7 @@ struct PyEnv<'py> {
     limiter: Bound<'py, PyAny>,
     drop: Bound<'py, PyAny>,
     vertex: Bound<'py, PyAny>,
+    slots: Option<Arc<Slots>>,
     agreed: Bound<'py, PyAny>,
     node_id: Bound<'py, PyAny>,
     now: Option<Bound<'py, PyAny>>,
@@ -182,8 +211,10 @@ impl Env<Obj> for PyEnv<'_> {
                 Some(o) => o.clone(),
                 None => now.into_pyobject(py)?.into_any(),
             };
-            Ok(self.vertex.call1((&self.node_id, seq, acks, &self.agreed, now,
-                                  PyTuple::empty(py)))?.unbind())
+            let slots = self.slots.as_deref().map(|s| (&s.new, s.vertex.as_slice()));
+            Ok(build(py, &self.vertex, slots,
+                     [self.node_id.clone(), seq.into_pyobject(py)?.into_any(), acks.into_any(),
+                      self.agreed.clone(), now, PyTuple::empty(py).into_any()])?.unbind())
         })();
         match r {
             Ok(v) => v,
@@ -225,6 +256,7 @@ impl PyReliableLayer {
             limiter: self.limiter.bind(py).clone(),
             drop: self.drop.bind(py).clone(),
             vertex: self.cls.vertex.bind(py).clone(),
+            slots: self.cls.slots.clone(),
             agreed: self.cls.agreed.bind(py).clone(),
             node_id: self.node_id.bind(py).clone(),
             now,
@@ -323,8 +355,11 @@ impl PyReliableLayer {
             None => PyTuple::empty(py),
         };
         let holds = PyTuple::new(py, d.holds.iter().copied())?;
-        self.cls.datagram.bind(py).call1((kind, &self.node_id, &self.view_id, d.hb_seq, nacks,
-                                          vertices, holds))
+        let slots = self.cls.slots.as_deref().map(|s| (&s.new, s.datagram.as_slice()));
+        build(py, self.cls.datagram.bind(py), slots,
+              [kind.bind(py).clone(), self.node_id.bind(py).clone(), self.view_id.bind(py).clone(),
+               d.hb_seq.into_pyobject(py)?.into_any(), nacks.into_any(), vertices.into_any(),
+               holds.into_any()])
     }
 
     fn index(&self, node: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -511,9 +546,27 @@ impl PyReliableLayer {
         let k = |name: &str| -> PyResult<Obj> { Ok(kind.getattr(name)?.unbind()) };
         let membership = py.import("amcast.protocols.wire.membership")?;
         let service = py.import("amcast.protocols.vocabulary")?.getattr("ServiceLevel")?;
+        let vertex_cls = codec.getattr("Vertex")?;
+        let datagram_cls = codec.getattr("Datagram")?;
+        let new = py.import("builtins")?.getattr("object")?.getattr("__new__")?;
+        let slots = if new.call1((&vertex_cls,)).is_ok() && new.call1((&datagram_cls,)).is_ok() {
+            let setters = |cls: &Bound<'_, PyAny>, names: &[&str]| -> PyResult<Vec<Obj>> {
+                names.iter().map(|f| Ok(cls.getattr(*f)?.getattr("__set__")?.unbind())).collect()
+            };
+            Some(Arc::new(Slots {
+                vertex: setters(&vertex_cls, &["origin", "seq", "acks", "service", "send_ts",
+                                               "items"])?,
+                datagram: setters(&datagram_cls, &["kind", "sender", "view", "hb_seq", "nacks",
+                                                   "vertices", "acks"])?,
+                new: new.unbind(),
+            }))
+        } else {
+            None
+        };
         let cls = Classes {
-            vertex: codec.getattr("Vertex")?.unbind(),
-            datagram: codec.getattr("Datagram")?.unbind(),
+            vertex: vertex_cls.unbind(),
+            datagram: datagram_cls.unbind(),
+            slots,
             kinds: [k("DATA")?, k("ACK_ONLY")?, k("NACK")?, k("REPAIR")?, k("HEARTBEAT")?],
             agreed: service.getattr("AGREED")?.unbind(),
             causal: service.getattr("CAUSAL")?.unbind(),
@@ -799,8 +852,10 @@ impl PyReliableLayer {
         let ack_list = pairs(&acks_obj)?;
         let (count, payload, overhead) = self.items_sizes(items)?;
         let seq = self.inner.seq + 1;
-        let obj = self.cls.vertex.bind(py).call1((&self.node_id, seq, &acks_obj, service, now,
-                                                   items))?;
+        let slots = self.cls.slots.as_deref().map(|s| (&s.new, s.vertex.as_slice()));
+        let obj = build(py, self.cls.vertex.bind(py), slots,
+                        [self.node_id.bind(py).clone(), seq.into_pyobject(py)?.into_any(),
+                         acks_obj.clone(), service.clone(), now.clone(), items.clone()])?;
         let cfg = &self.inner.cfg;
         let has_items = items.is_truthy()?;
         let flight = has_items.then(|| {
