@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import cache
 from types import ModuleType
 
-INTERFACE = 2
+INTERFACE = 3
 """The interface of ``amcast_native`` this package needs (``native/src/lib.rs``'s
 ``INTERFACE``)."""
 

@@ -36,20 +36,20 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Protocol
+from typing import Any, Protocol
 
 from .errors import ConfigurationError, ProtocolViolation
 from .events import BatchDelivered, Event, SwapGap
 from .ordering import OrderingConfig, TotalOrderEngine
 from .ordering.config import OrderingRule
 from .ordering.messages import CausalMessage, MessageDelivered
-from .ordering.native import make_engine
+from .ordering.native import engine_core, make_engine
 from .reliable.batching import Batcher, Reassembler
 from .reliable.config import ReliableConfig
 from .reliable.flow import SendWindow
 from .reliable.holdback import CausalHoldback
 from .reliable.layer import Drop, ReliableCounters, ReliableLayer
-from .reliable.native import make_layer
+from .reliable.native import layer_core, make_layer
 from .reliable.ratelimit import PeerLimiter
 from .reliable.repair import Lateness
 from .swap.engine import HEADER_RESERVE, SwapOrdering
@@ -92,6 +92,15 @@ needs every member's and so waited for the lazy ones already. One sender at 1,00
 msgs/s: 3.9 datagrams received per message instead of 9.1 at n = 4, 12.0 instead of
 36.7 at n = 8, the same latency (docs/swap.md). True restores the ToTo timing, that of
 the counterexamples found with it (tests/swap)."""
+
+
+FUSED_RELEASE = True
+"""Whether a view whose reliable layer and ToTo engine are both native releases vertices
+in one native call (``ReliableLayer.receive_release`` and ``release``: per vertex the
+``on_release``, the ack vector the holdback reads, the engine's insert, then the
+garbage collection), leaving to Python only the holdback's steps for vertices with
+items and the deliveries the engine decided. The same run as the per-vertex loop
+(``_released``, the reference, which False restores): tests/native compares them."""
 
 
 def prompt_origins(members: tuple[int, ...], node_id: int, phi: float) -> frozenset[int]:
@@ -168,6 +177,12 @@ class ViewSession:
             self.reliable.prompt_origins = frozenset()
         elif config.lazy_ack_delay > config.ack_delay:
             self.reliable.prompt_origins = prompt_origins(members, node_id, self.engine.phi)
+        self._fused: Any = None
+        """The native reliable layer, where it and the engine are native and
+        ``FUSED_RELEASE``: releases go through its fused calls."""
+        if (FUSED_RELEASE and self.swap is None and layer_core(self.reliable) == "native"
+                and engine_core(self.engine) == "native"):
+            self._fused = self.reliable
         self._drop = drop
         self.events: list[Event] = []
         """What this session raised (its deliveries), until its membership layer collects
@@ -210,6 +225,15 @@ class ViewSession:
         without nacks, applied in full, that released nothing (a repeat of it may be a
         no-op: ``repeat_is_noop``)."""
         self._now = now
+        if self._fused is not None:
+            step = self._fused.receive_release(dg, now, self.engine)
+            if step is not None:
+                self._apply(step)
+                return False
+            if dg.acks:  # the native call collected the garbage (after_stability's first step)
+                self._deliver_ready(flush=False)
+                return dg.kind is _HEARTBEAT and not dg.nacks
+            return False
         released = self.reliable.receive(dg, now)
         if released:
             self._released(released)
@@ -319,6 +343,9 @@ class ViewSession:
     # ------------------------------------------------------------------ pipeline
 
     def _released(self, vertices: list[Vertex]) -> None:
+        if self._fused is not None:
+            self._apply(self._fused.release(vertices, self._now, self.engine))
+            return
         reliable = self.reliable
         on_release = reliable.on_release
         now = self._now
@@ -346,6 +373,27 @@ class ViewSession:
         reliable.collect_garbage()
         self._deliver_ready(flush=False)
 
+    def _apply(self, step: tuple[list[tuple[Any, Any]], list[Any], BaseException | None]
+               ) -> None:
+        """The rest of ``_released`` after a fused native release (``_fused.release``):
+        the holdback's steps for the vertices with items, in release order, the
+        engine's decisions queued, then what is ready delivered."""
+        work, decided, error = step
+        if work:
+            holdback = self._holdback
+            for v, vector in work:
+                if vector is None:
+                    holdback.ordered_released(v.origin, v.seq)
+                elif v is None:  # a refused insert: cannot happen for causally released input
+                    self._drop(vector.reason, vector.detail)
+                elif holdback.offer(v, vector):
+                    self._deliver(v, self._causal_reasm, None)
+        if decided:
+            self._ordered.extend(decided)
+        if error is not None:
+            raise error
+        self._deliver_ready(flush=False)
+
     def after_stability(self) -> None:
         """Stability may have advanced (acks applied): safe messages may go now."""
         self.reliable.collect_garbage()
@@ -355,12 +403,14 @@ class ViewSession:
         ordered = self._ordered
         if not ordered or not self.delivering:
             return
-        stable_of = self.reliable.acks.stable
+        fused = self._fused
+        stable_of = self.reliable.acks.stable if fused is None else None
         holdback = self._holdback
         while ordered:
             v, delivered, frontier = ordered[0]
-            if frontier is not None and not flush and any(
-                stable_of(node) < seq for node, seq in frontier.items()
+            if frontier is not None and not flush and (
+                fused.frontier_unstable(frontier) if stable_of is None
+                else any(stable_of(node) < seq for node, seq in frontier.items())
             ):
                 self.reliable.want_report(self._now)
                 break

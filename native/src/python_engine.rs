@@ -77,41 +77,67 @@ impl PyEngine {
         if self.out.is_empty() {
             return Ok(PyList::empty(py));
         }
-        let cls = self.delivered_cls.bind(py);
         let list = PyList::empty(py);
-        for d in self.out.drain(..) {
-            let rule = &self.fired[match d.rule {
-                Fired::Early => 0,
-                Fired::Default => 1,
-                Fired::GlPrefix => 2,
-                Fired::Flush => 3,
-            }];
-            let sender = self.member_objs[d.index].clone_ref(py);
-            let item = match &self.setters {
-                Some((new, set)) => {
-                    let obj = new.bind(py).call1((cls,))?;
-                    let values: [Bound<'py, PyAny>; 9] = [
-                        sender.into_bound(py),
-                        d.seq.into_pyobject(py)?.into_any(),
-                        d.payload.into_bound(py),
-                        d.position.into_pyobject(py)?.into_any(),
-                        d.activation.into_pyobject(py)?.into_any(),
-                        rule.bind(py).clone(),
-                        d.ntail.into_pyobject(py)?.into_any(),
-                        d.unseen.into_pyobject(py)?.into_any(),
-                        d.nvt.into_pyobject(py)?.into_any(),
-                    ];
-                    for (setter, value) in set.iter().zip(values) {
-                        setter.bind(py).call1((&obj, value))?;
-                    }
-                    obj
-                }
-                None => cls.call1((sender, d.seq, d.payload, d.position, d.activation,
-                                   rule.clone_ref(py), d.ntail, d.unseen, d.nvt))?,
-            };
-            list.append(item)?;
+        for d in std::mem::take(&mut self.out) {
+            list.append(self.delivered(py, d)?)?;
         }
         Ok(list)
+    }
+
+    /// The `MessageDelivered` of one delivery.
+    pub(crate) fn delivered<'py>(&self, py: Python<'py>, d: Delivery<Py<PyAny>>)
+        -> PyResult<Bound<'py, PyAny>> {
+        let cls = self.delivered_cls.bind(py);
+        let rule = &self.fired[match d.rule {
+            Fired::Early => 0,
+            Fired::Default => 1,
+            Fired::GlPrefix => 2,
+            Fired::Flush => 3,
+        }];
+        let sender = self.member_objs[d.index].clone_ref(py);
+        Ok(match &self.setters {
+            Some((new, set)) => {
+                let obj = new.bind(py).call1((cls,))?;
+                let values: [Bound<'py, PyAny>; 9] = [
+                    sender.into_bound(py),
+                    d.seq.into_pyobject(py)?.into_any(),
+                    d.payload.into_bound(py),
+                    d.position.into_pyobject(py)?.into_any(),
+                    d.activation.into_pyobject(py)?.into_any(),
+                    rule.bind(py).clone(),
+                    d.ntail.into_pyobject(py)?.into_any(),
+                    d.unseen.into_pyobject(py)?.into_any(),
+                    d.nvt.into_pyobject(py)?.into_any(),
+                ];
+                for (setter, value) in set.iter().zip(values) {
+                    setter.bind(py).call1((&obj, value))?;
+                }
+                obj
+            }
+            None => cls.call1((sender, d.seq, d.payload, d.position, d.activation,
+                               rule.clone_ref(py), d.ntail, d.unseen, d.nvt))?,
+        })
+    }
+
+    /// `insert` of a message already read (the reliable layer's fused release): the
+    /// deliveries it decides are left for `take_decided`. `acks` are members' ids (the
+    /// reliable layer applied them), so they read as `insert` reads them.
+    pub(crate) fn insert_read(&mut self, sender: i64, seq: i64, acks: &[(i64, i64)],
+                              payload: Option<Py<PyAny>>) -> Result<(), Violation> {
+        self.inner.insert(sender, seq, acks, payload, &mut self.out)
+    }
+
+    /// What the last `insert_read` decided, in order.
+    pub(crate) fn take_decided(&mut self) -> Vec<Delivery<Py<PyAny>>> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The `ProtocolViolation` `insert(message)` raises for `v`.
+    pub(crate) fn violation_of(&self, py: Python<'_>, message: &Bound<'_, PyAny>, v: Violation)
+        -> PyResult<PyErr> {
+        let sender = message.getattr(intern!(py, "sender"))?;
+        let acks = message.getattr(intern!(py, "acks"))?;
+        Ok(self.violation(py, message, &sender, &acks, v))
     }
 
     fn violation(&self, py: Python<'_>, message: &Bound<'_, PyAny>, sender: &Bound<'_, PyAny>,

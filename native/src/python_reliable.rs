@@ -18,6 +18,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use crate::python_engine::PyEngine;
 use crate::reliable::pyset::IntSet;
 use crate::reliable::{Config, Env, Fail, Incoming, Kind, Layer, Out, VRec, Vtx};
 
@@ -81,13 +82,46 @@ fn pairs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(i64, i64)>> {
     Ok(out)
 }
 
+/// `object.__new__` and the slot descriptors' `__set__` of `Vertex`'s and `Datagram`'s
+/// fields in order: how `codec` and the native decoder build them (the frozen
+/// dataclasses' constructors cost about twice as much).
+struct Slots {
+    new: Obj,
+    vertex: Vec<Obj>,
+    datagram: Vec<Obj>,
+}
+
+/// A `cls(*args)` built through `slots` (`new` and the setters of `cls`'s fields) where
+/// the class takes `object.__new__`, else by its constructor.
+fn build<'py, const N: usize>(py: Python<'py>, cls: &Bound<'py, PyAny>,
+                               slots: Option<(&Obj, &[Obj])>, args: [Bound<'py, PyAny>; N])
+    -> PyResult<Bound<'py, PyAny>> {
+    match slots {
+        Some((new, setters)) => {
+            let obj = new.bind(py).call1((cls,))?;
+            for (setter, arg) in setters.iter().zip(args) {
+                setter.bind(py).call1((&obj, arg))?;
+            }
+            Ok(obj)
+        }
+        None => cls.call1(PyTuple::new(py, args)?),
+    }
+}
+
 /// The Python classes and constants the layer builds with.
 struct Classes {
     vertex: Obj,
     datagram: Obj,
+    /// `None` where the classes refuse `object.__new__` (a compiled core).
+    slots: Option<Arc<Slots>>,
     /// `Kind.DATA, ACK_ONLY, NACK, REPAIR, HEARTBEAT`.
     kinds: [Obj; 5],
     agreed: Obj,
+    /// `ServiceLevel.CAUSAL` and `SAFE` (the fused release reads a vertex's service).
+    causal: Obj,
+    safe: Obj,
+    /// `CausalMessage`, built only where an insert is refused (its error's detail).
+    causal_message: Obj,
     availability: Obj,
     held_vertex: Obj,
     item_overhead: i64,
@@ -102,6 +136,7 @@ struct PyEnv<'py> {
     limiter: Bound<'py, PyAny>,
     drop: Bound<'py, PyAny>,
     vertex: Bound<'py, PyAny>,
+    slots: Option<Arc<Slots>>,
     agreed: Bound<'py, PyAny>,
     node_id: Bound<'py, PyAny>,
     now: Option<Bound<'py, PyAny>>,
@@ -176,8 +211,10 @@ impl Env<Obj> for PyEnv<'_> {
                 Some(o) => o.clone(),
                 None => now.into_pyobject(py)?.into_any(),
             };
-            Ok(self.vertex.call1((&self.node_id, seq, acks, &self.agreed, now,
-                                  PyTuple::empty(py)))?.unbind())
+            let slots = self.slots.as_deref().map(|s| (&s.new, s.vertex.as_slice()));
+            Ok(build(py, &self.vertex, slots,
+                     [self.node_id.clone(), seq.into_pyobject(py)?.into_any(), acks.into_any(),
+                      self.agreed.clone(), now, PyTuple::empty(py).into_any()])?.unbind())
         })();
         match r {
             Ok(v) => v,
@@ -219,6 +256,7 @@ impl PyReliableLayer {
             limiter: self.limiter.bind(py).clone(),
             drop: self.drop.bind(py).clone(),
             vertex: self.cls.vertex.bind(py).clone(),
+            slots: self.cls.slots.clone(),
             agreed: self.cls.agreed.bind(py).clone(),
             node_id: self.node_id.bind(py).clone(),
             now,
@@ -317,8 +355,11 @@ impl PyReliableLayer {
             None => PyTuple::empty(py),
         };
         let holds = PyTuple::new(py, d.holds.iter().copied())?;
-        self.cls.datagram.bind(py).call1((kind, &self.node_id, &self.view_id, d.hb_seq, nacks,
-                                          vertices, holds))
+        let slots = self.cls.slots.as_deref().map(|s| (&s.new, s.datagram.as_slice()));
+        build(py, self.cls.datagram.bind(py), slots,
+              [kind.bind(py).clone(), self.node_id.bind(py).clone(), self.view_id.bind(py).clone(),
+               d.hb_seq.into_pyobject(py)?.into_any(), nacks.into_any(), vertices.into_any(),
+               holds.into_any()])
     }
 
     fn index(&self, node: &Bound<'_, PyAny>) -> PyResult<usize> {
@@ -326,6 +367,116 @@ impl PyReliableLayer {
             .ok()
             .and_then(|n| self.inner.index_of(n))
             .ok_or_else(|| PyKeyError::new_err(node.clone().unbind()))
+    }
+
+    /// What `ViewSession._released` does with `released` up to its delivery of what is
+    /// ready, for a native engine: per vertex `on_release`, then the holdback's input
+    /// and the engine's insert, then `collect_garbage`. Returns `(work, ordered, error)`:
+    /// `work` the holdback's steps in release order, only for vertices with items
+    /// (`(v, None)`: `ordered_released`; `(v, vector)`: `offer(v, vector)`, the origin's
+    /// ack vector right after `v`) and refused inserts (`(None, ProtocolViolation)`:
+    /// dropped); `ordered` the `(vertex, MessageDelivered, frontier)` the engine
+    /// decided, in order (`frontier`: the released vector at the decision, for a safe
+    /// vertex, else None); `error` what `on_release` raised, the vertices before it
+    /// processed (no garbage collected then), else None.
+    fn release_into<'py>(&mut self, py: Python<'py>, engine: &Bound<'py, PyAny>,
+                         released: Vec<Vtx<Obj>>, now: f64) -> PyResult<Bound<'py, PyTuple>> {
+        let engine = engine.downcast::<PyEngine>()?;
+        let mut eng = engine.try_borrow_mut()?;
+        let causal = self.cls.causal.bind(py);
+        let safe = self.cls.safe.bind(py);
+        let service = intern!(py, "service");
+        let work = PyList::empty(py);
+        let ordered = PyList::empty(py);
+        let mut error: Option<PyErr> = None;
+        for rec in &released {
+            if let Err(f) = self.inner.on_release(rec, now) {
+                error = Some(fail(f));
+                break;
+            }
+            let obj = rec.obj.bind(py);
+            let is_ordered = rec.has_items && !obj.getattr(service)?.is(causal);
+            if is_ordered {
+                work.append((obj, py.None()))?;
+            } else if rec.has_items {
+                let o = self.inner.index_of(rec.origin).ok_or_else(|| fail(Fail::Key(rec.origin)))?;
+                work.append((obj, self.member_dict(py, &self.inner.vectors[o])?))?;
+            }
+            let payload = is_ordered.then(|| rec.obj.clone_ref(py));
+            if let Err(v) = eng.insert_read(rec.origin, rec.seq, &rec.acks, payload) {
+                let acks = PyTuple::new(py, rec.acks.iter().copied())?;
+                let acks = obj.getattr(intern!(py, "acks")).unwrap_or(acks.into_any());
+                let message = self.cls.causal_message.bind(py).call1((
+                    obj.getattr(intern!(py, "origin"))?, obj.getattr(intern!(py, "seq"))?, acks,
+                    if is_ordered { obj.clone() } else { py.None().into_bound(py) }))?;
+                let err = eng.violation_of(py, &message, v)?;
+                work.append((py.None(), err.value(py)))?;
+                continue;
+            }
+            for d in eng.take_decided() {
+                let payload = d.payload.clone_ref(py).into_bound(py);
+                let frontier = if payload.getattr(service)?.is(safe) {
+                    self.member_dict(py, &self.inner.released)?.into_any()
+                } else {
+                    py.None().into_bound(py)
+                };
+                let item = eng.delivered(py, d)?;
+                ordered.append((payload, item, frontier))?;
+            }
+        }
+        if error.is_none() {
+            self.inner.collect_garbage();
+        }
+        self.flush(py)?;
+        let error = match error {
+            Some(e) => e.into_value(py).into_any().into_bound(py),
+            None => py.None().into_bound(py),
+        };
+        PyTuple::new(py, [work.into_any(), ordered.into_any(), error])
+    }
+
+    fn parse_released(&mut self, vertices: &Bound<'_, PyAny>) -> PyResult<Vec<Vtx<Obj>>> {
+        let mut out = Vec::new();
+        for v in vertices.try_iter()? {
+            let v = v?;
+            let pos = self.recent.iter().position(|r| r.obj.is(&v));
+            out.push(match pos {
+                Some(0) => self.recent.pop_front().expect("present"),
+                Some(i) => self.recent.remove(i).expect("present"),
+                None => self.parse_vertex(&v)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `receive`'s work: the vertices released, and whether the datagram carried acks.
+    fn receive_vertices<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64)
+        -> PyResult<(Vec<Vtx<Obj>>, bool)> {
+        let kind = dg.getattr(intern!(py, "kind"))?;
+        let repair = kind.is(self.cls.kinds[3].bind(py)) || kind.eq(self.cls.kinds[3].bind(py))?;
+        let sender_o = dg.getattr(intern!(py, "sender"))?;
+        let Ok(sender) = sender_o.extract::<i64>() else {
+            return Err(PyKeyError::new_err(sender_o.unbind()));
+        };
+        let hb_seq = saturated(&dg.getattr(intern!(py, "hb_seq"))?)?;
+        let acks = pairs(&dg.getattr(intern!(py, "acks"))?)?;
+        let mut nacks = Vec::new();
+        for nack in dg.getattr(intern!(py, "nacks"))?.try_iter()? {
+            let (a, b, c): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) = nack?.extract()?;
+            nacks.push((saturated(&a)?, saturated(&b)?, saturated(&c)?));
+        }
+        let vs = dg.getattr(intern!(py, "vertices"))?;
+        let mut vertices = Vec::new();
+        for v in vs.try_iter()? {
+            vertices.push(self.parse_vertex(&v?)?);
+        }
+        let had_acks = !acks.is_empty();
+        let incoming = Incoming { repair, sender, hb_seq, acks, nacks, vertices };
+        let mut env = self.env(py, None);
+        let mut out = Vec::new();
+        let r = self.inner.receive(&mut env, &incoming, now, &mut out);
+        self.finish(py, &mut env, r)?;
+        Ok((out, had_acks))
     }
 
     fn member_dict<'py>(&self, py: Python<'py>, values: &[i64]) -> PyResult<Bound<'py, PyDict>> {
@@ -394,12 +545,34 @@ impl PyReliableLayer {
         let kind = codec.getattr("Kind")?;
         let k = |name: &str| -> PyResult<Obj> { Ok(kind.getattr(name)?.unbind()) };
         let membership = py.import("amcast.protocols.wire.membership")?;
+        let service = py.import("amcast.protocols.vocabulary")?.getattr("ServiceLevel")?;
+        let vertex_cls = codec.getattr("Vertex")?;
+        let datagram_cls = codec.getattr("Datagram")?;
+        let new = py.import("builtins")?.getattr("object")?.getattr("__new__")?;
+        let slots = if new.call1((&vertex_cls,)).is_ok() && new.call1((&datagram_cls,)).is_ok() {
+            let setters = |cls: &Bound<'_, PyAny>, names: &[&str]| -> PyResult<Vec<Obj>> {
+                names.iter().map(|f| Ok(cls.getattr(*f)?.getattr("__set__")?.unbind())).collect()
+            };
+            Some(Arc::new(Slots {
+                vertex: setters(&vertex_cls, &["origin", "seq", "acks", "service", "send_ts",
+                                               "items"])?,
+                datagram: setters(&datagram_cls, &["kind", "sender", "view", "hb_seq", "nacks",
+                                                   "vertices", "acks"])?,
+                new: new.unbind(),
+            }))
+        } else {
+            None
+        };
         let cls = Classes {
-            vertex: codec.getattr("Vertex")?.unbind(),
-            datagram: codec.getattr("Datagram")?.unbind(),
+            vertex: vertex_cls.unbind(),
+            datagram: datagram_cls.unbind(),
+            slots,
             kinds: [k("DATA")?, k("ACK_ONLY")?, k("NACK")?, k("REPAIR")?, k("HEARTBEAT")?],
-            agreed: py.import("amcast.protocols.vocabulary")?.getattr("ServiceLevel")?
-                .getattr("AGREED")?.unbind(),
+            agreed: service.getattr("AGREED")?.unbind(),
+            causal: service.getattr("CAUSAL")?.unbind(),
+            safe: service.getattr("SAFE")?.unbind(),
+            causal_message: py.import("amcast.protocols.ordering.messages")?
+                .getattr("CausalMessage")?.unbind(),
             availability: membership.getattr("Availability")?.unbind(),
             held_vertex: membership.getattr("HeldVertex")?.unbind(),
             item_overhead: int("ITEM_OVERHEAD")?,
@@ -606,30 +779,46 @@ impl PyReliableLayer {
 
     fn receive<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64)
         -> PyResult<Bound<'py, PyList>> {
-        let kind = dg.getattr(intern!(py, "kind"))?;
-        let repair = kind.is(self.cls.kinds[3].bind(py)) || kind.eq(self.cls.kinds[3].bind(py))?;
-        let sender_o = dg.getattr(intern!(py, "sender"))?;
-        let Ok(sender) = sender_o.extract::<i64>() else {
-            return Err(PyKeyError::new_err(sender_o.unbind()));
-        };
-        let hb_seq = saturated(&dg.getattr(intern!(py, "hb_seq"))?)?;
-        let acks = pairs(&dg.getattr(intern!(py, "acks"))?)?;
-        let mut nacks = Vec::new();
-        for nack in dg.getattr(intern!(py, "nacks"))?.try_iter()? {
-            let (a, b, c): (Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>) = nack?.extract()?;
-            nacks.push((saturated(&a)?, saturated(&b)?, saturated(&c)?));
-        }
-        let vs = dg.getattr(intern!(py, "vertices"))?;
-        let mut vertices = Vec::new();
-        for v in vs.try_iter()? {
-            vertices.push(self.parse_vertex(&v?)?);
-        }
-        let incoming = Incoming { repair, sender, hb_seq, acks, nacks, vertices };
-        let mut env = self.env(py, None);
-        let mut out = Vec::new();
-        let r = self.inner.receive(&mut env, &incoming, now, &mut out);
-        self.finish(py, &mut env, r)?;
+        let (out, _) = self.receive_vertices(py, dg, now)?;
         self.released_list(py, out)
+    }
+
+    /// `receive`, then, where it released vertices, `release` of them into `engine`
+    /// (a native `TotalOrderEngine`); None where nothing was released, the garbage
+    /// collected then where the datagram carried acks (`after_stability`'s first step).
+    fn receive_release<'py>(&mut self, py: Python<'py>, dg: &Bound<'py, PyAny>, now: f64,
+                            engine: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let (out, acks) = self.receive_vertices(py, dg, now)?;
+        self.recent.clear();
+        if out.is_empty() {
+            if acks {
+                self.inner.collect_garbage();
+            }
+            return Ok(None);
+        }
+        self.release_into(py, engine, out, now).map(Some)
+    }
+
+    /// The session's release processing of `vertices` (`receive`'s, `handle_timer`'s,
+    /// ... or `new_vertex`'s return) into `engine`, a native `TotalOrderEngine`: what
+    /// `on_release` per vertex, the session's engine inserts and `collect_garbage` do,
+    /// returning `(work, ordered, error)` for the session's holdback and queue.
+    fn release<'py>(&mut self, py: Python<'py>, vertices: &Bound<'py, PyAny>, now: f64,
+                    engine: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
+        let out = self.parse_released(vertices)?;
+        self.release_into(py, engine, out, now)
+    }
+
+    /// `any(acks.stable(node) < seq for node, seq in frontier.items())`, in one call (the
+    /// session's wait of a safe delivery on a fused release's frontier).
+    fn frontier_unstable(&self, frontier: &Bound<'_, PyDict>) -> PyResult<bool> {
+        for (node, seq) in frontier.iter() {
+            let stable = self.inner.stable_of(self.index(&node)?);
+            if seq.gt(stable)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn on_release(&mut self, v: &Bound<'_, PyAny>, now: f64) -> PyResult<()> {
@@ -663,8 +852,10 @@ impl PyReliableLayer {
         let ack_list = pairs(&acks_obj)?;
         let (count, payload, overhead) = self.items_sizes(items)?;
         let seq = self.inner.seq + 1;
-        let obj = self.cls.vertex.bind(py).call1((&self.node_id, seq, &acks_obj, service, now,
-                                                   items))?;
+        let slots = self.cls.slots.as_deref().map(|s| (&s.new, s.vertex.as_slice()));
+        let obj = build(py, self.cls.vertex.bind(py), slots,
+                        [self.node_id.bind(py).clone(), seq.into_pyobject(py)?.into_any(),
+                         acks_obj.clone(), service.clone(), now.clone(), items.clone()])?;
         let cfg = &self.inner.cfg;
         let has_items = items.is_truthy()?;
         let flight = has_items.then(|| {
