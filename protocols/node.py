@@ -78,12 +78,14 @@ from .wire.codec import (
 from .wire.keys import Keyring
 from .wire.limits import FRAGMENT_OVERHEAD, WireLimits, overhead_bound
 from .wire.membership import Settings, ViewRecord
-from .wire.native import (  # the selected core's decoder and sealer
+from .wire.native import (  # the selected core's decoder, encoder and sealer
     Decode,
+    Encode,
     NativeSealer,
     decoder_name,
     encode_plain,
     make_decoder,
+    make_encoder,
     make_sealer,
 )
 from .wire.replay import SessionState
@@ -241,6 +243,8 @@ class Node:
         )
         self._decode: Decode = make_decoder(self._limits, core)
         """``codec.decode_body`` with this node's limits, by the selected core."""
+        self._encode: Encode = make_encoder(core)
+        """``encode_plain`` (an outgoing datagram's body) by the selected core."""
         self._window = SendWindow(
             window_size=config.window_size, max_pending_bytes=config.max_pending_bytes,
             window_bytes=config.effective_window_bytes(len(self.members)),
@@ -815,11 +819,12 @@ class Node:
             return []
         auth = self._auth
         wall_ms = int((now + self.wall_offset) * 1000)
-        if isinstance(auth, Authenticator):
+        encode_body = self._encode
+        if isinstance(auth, Authenticator) and encode_body is encode_plain:
             data = [encode(dg, auth, wall_ms) for dg in out]
         else:
             seal = auth.seal
-            data = [seal(encode_plain(dg), wall_ms) for dg in out]
+            data = [seal(encode_body(dg), wall_ms) for dg in out]
         counts, stats = self._stats.datagrams_sent, self._stats
         for dg, raw in zip(out, data, strict=True):
             counts[KIND_NAMES[dg.kind]] += 1

@@ -1,5 +1,5 @@
 //! amcast's native data path: the per-datagram wire work (sealing, opening, the replay
-//! guard, decoding the data-plane datagram) in Rust, bound to Python with PyO3 as the
+//! guard, decoding the data-plane datagram, encoding it) in Rust, bound to Python with PyO3 as the
 //! module `amcast_native`; and the ToTo total-order engine (`ordering`). The Python core (`amcast.protocols.wire`) stays the
 //! reference: the differential tests in `tests/native/` feed both the same datagrams and
 //! require the same decisions.
@@ -11,10 +11,11 @@
 /// pure-Python core otherwise. Bumped with every change to the surface or the behaviour
 /// the package relies on, so a stale build is refused whole, with the reason, instead of
 /// misbehaving.
-pub const INTERFACE: u32 = 3;
+pub const INTERFACE: u32 = 4;
 
 pub mod auth;
 pub mod datagram;
+pub mod encode;
 pub mod error;
 pub mod membership;
 pub mod msgpack;
@@ -25,6 +26,8 @@ pub mod replay;
 
 #[cfg(feature = "python")]
 mod python;
+#[cfg(feature = "python")]
+mod python_encode;
 #[cfg(feature = "python")]
 mod python_engine;
 #[cfg(feature = "python")]

@@ -136,6 +136,12 @@ from .phase import (
 )
 from .quorum import has_quorum
 
+_INSTALL_PENDING = tuple(INSTALL_PENDING)
+_ANNOUNCING = tuple(ANNOUNCING)
+"""The checks made per datagram and per input as tuples: ``in`` a tuple compares by
+identity (a ``Phase`` equals only itself) without the Python-level ``Enum.__hash__`` a
+frozenset lookup calls, so the answer is the same."""
+
 MAX_FUTURE_DATAGRAMS = 2048
 HISTORY = 64
 RETIRE_AFTER = 10.0
@@ -537,7 +543,7 @@ class MembershipLayer:
             if self.round is not None and self.round.phase == INSTALL:
                 self.round.heard_in_view.add(sender)
             applied = session.receive(dg, now)
-            if self.accept_wait is not None or self.phase in INSTALL_PENDING:
+            if self.accept_wait is not None or self.phase in _INSTALL_PENDING:
                 self.check_waits(now)  # (``_after_session_input``)
             return applied
         if self.round is not None and self.round.phase == INSTALL and self.round.proposal and (
@@ -1450,7 +1456,7 @@ class MembershipLayer:
             if now < until < best:
                 best = until
         # (not primary, or leaving) and not left: handle_timer sends a JOIN, moves it on
-        if self.next_join < best and (self.phase in ANNOUNCING or (
+        if self.next_join < best and (self.phase in _ANNOUNCING or (
                 self.leaving and self.phase is not Phase.LEFT)):
             best = self.next_join
         if self.accept_wait is not None and self.accept_wait[3]:
@@ -1473,7 +1479,7 @@ class MembershipLayer:
     # ------------------------------------------------------------------ outputs
 
     def _after_session_input(self, now: float) -> None:
-        if self.accept_wait is not None or self.phase in INSTALL_PENDING:
+        if self.accept_wait is not None or self.phase in _INSTALL_PENDING:
             self.check_waits(now)
 
     def send_message(self, msg: Message) -> None:

@@ -1,7 +1,7 @@
 """One behaviour, two implementations: the native data path or the Python reference.
 
 Theory of operation. The per-datagram wire work (sealing, opening, the replay guard,
-decoding the data-plane datagram of section 1 of the ToTo paper) has a native
+decoding and encoding the data-plane datagram of section 1 of the ToTo paper) has a native
 implementation in Rust (``native/``, the extension module ``amcast_native``, built by
 ``make rust``) and the Python one of ``auth``, ``replay`` and ``codec``, which stays the
 reference: the differential tests (``tests/native``) and the ``native_sealed`` and
@@ -254,6 +254,35 @@ def encode_plain(dg: AnyDatagram) -> bytes:
     if isinstance(dg, SwapDatagram):
         return encode_swap_body(dg)
     return encode_body(dg)
+
+
+Encode = Callable[[AnyDatagram], bytes]
+"""``encode_plain``: a datagram in, its unsealed body out."""
+
+
+def make_encoder(core: str | None = None) -> Encode:
+    """An encoder of the selected core: called with a datagram it returns what
+    ``encode_plain(dg)`` returns (the same bytes) and raises what it raises. The native
+    one writes the data-plane ``Datagram`` itself and hands anything else (membership,
+    swap, a field of an unusual type) to ``encode_plain``. ``core``: as ``make_decoder``."""
+    module = selected(core)
+    if module is None:
+        return encode_plain
+    return native_encoder(module)
+
+
+def native_encoder(module: ModuleType) -> Encode:
+    """The extension's ``Encoder``, falling back to ``encode_plain``."""
+    encoder: Encode = module.Encoder(
+        [KINDS[code] for code in range(Kind.MEMBERSHIP)],
+        [SERVICE_BY_CODE[code] for code in range(3)],
+        Vertex, Datagram, Fragment, encode_plain)
+    return encoder
+
+
+def encoder_name(encode: Encode) -> str:
+    """``native`` or ``pure``: the core of an encoder ``make_encoder`` made."""
+    return "pure" if encode is encode_plain else "native"
 
 
 def _blank_state(wall_ms: int) -> SessionState:
