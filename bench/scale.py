@@ -21,7 +21,7 @@ Measured per n and load, divided by the ordered (application) messages of the ru
   measured with wrappers installed by this module only (``protocols/`` has no timing
   code): wire (encode, decode, HMAC), ordering engine (``TotalOrderEngine.insert`` and
   ``close``: the Python engine, on any core), the rest of the Node (reliable layer,
-  session, membership), and the simulator's own loop. Every receiver decodes and
+  session, membership; the Python reliable layer and encoder too, on any core), and the simulator's own loop. Every receiver decodes and
   authenticates its own copy, as a daemon does (the simulator's shared decode cache is
   turned off here);
 - the GL-ToTo threshold phi (n/2) and the votes a message waits for: the early rule
@@ -53,12 +53,15 @@ from amcast.protocols.node_config import NodeConfig
 from amcast.protocols.ordering import OrderingConfig, TotalOrderEngine
 from amcast.protocols.ordering import native as ordering_native
 from amcast.protocols.ordering.messages import DeliveryRule, MessageDelivered
+from amcast.protocols.reliable import native as reliable_native
+from amcast.protocols.reliable.layer import ReliableLayer
 from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.network import LinkFaults, NetworkConfig
 from amcast.protocols.vocabulary import ServiceLevel
 from amcast.protocols.wire.auth import Authenticator
 from amcast.protocols.wire.codec import Datagram, Kind
 from amcast.protocols.wire.limits import SEAL_HEADER_BYTES, TAG_BYTES
+from amcast.protocols.wire.native import encode_plain
 
 from .options import group_sizes
 
@@ -170,6 +173,10 @@ def installed(probe: Probe) -> Iterator[Probe]:
     # the layers are timed by wrapping Python methods, so the views order with the Python
     # engine, whatever the core (``amcast bench engine`` times the native one)
     patch(ordering_native, "engine_class", lambda core=None, n=1: TotalOrderEngine)
+    # and with the Python reliable layer and encoder: the native ones are not wrapped (a
+    # native encoder would bypass ``encode`` above and no DATA header would be counted)
+    patch(reliable_native, "layer_class", lambda core=None, node_id=0, members=None: ReliableLayer)
+    patch(node_module, "make_encoder", lambda core=None: encode_plain)
     patch(TotalOrderEngine, "insert", insert_and_keep)
     patch(TotalOrderEngine, "close", probe.timed("ordering", TotalOrderEngine.close))
     for name in ("receive_datagram", "handle_timer", "datagrams_to_send", "submit",
