@@ -21,9 +21,9 @@ Measured per n and load, divided by the ordered (application) messages of the ru
   measured with wrappers installed by this module only (``protocols/`` has no timing
   code): wire (encode, decode, HMAC), ordering engine (``TotalOrderEngine.insert`` and
   ``close``: the Python engine, on any core), the rest of the Node (reliable layer,
-  session, membership; the Python reliable layer and encoder too, on any core), and the simulator's own loop. Every receiver decodes and
-  authenticates its own copy, as a daemon does (the simulator's shared decode cache is
-  turned off here);
+  session, membership; the Python reliable layer and encoder too, on any core), and
+  the simulator's own loop. Every receiver decodes and authenticates its own copy, as a
+  daemon does (the simulator's shared decode cache is turned off here);
 - the GL-ToTo threshold phi (n/2) and the votes a message waits for: the early rule
   needs nvt > phi votes, the stable prefix Ntail(G) >= n - phi voters; the mean nvt and
   Ntail seen at delivery, and the share of messages each rule ordered;
