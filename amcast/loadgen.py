@@ -16,7 +16,11 @@ never does it.
 
 ``python -m amcast.loadgen --socket PATH ...`` runs one sender/receiver (``--receive-only``:
 a receiver that sends nothing) and prints a JSON report; ``amcast bench cluster`` starts
-one such process per node.
+one such process per node. ``--config PATH`` in place of ``--socket`` embeds the node
+(``amcast.member.Member`` from that ``amcastd`` configuration: the process *is* the
+member, ``amcast bench cluster --mode embedded``); ``--wait-members N`` waits, before
+sending, until N clients joined the group (the start-up barrier of members that start
+on their own).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .client import Client, ClientError, DeliveredBatch
+from .protocols.errors import AmcastError
 
 HEADER = struct.Struct(">dII")
 MIN_SIZE = HEADER.size
@@ -172,31 +177,70 @@ async def send_load(client: Client, *, group: str, size: int = 100, count: int |
     return report
 
 
-async def _receive_only(duration: float | None) -> None:
-    """Wait ``duration`` seconds, or until SIGTERM/SIGINT when it is None."""
+def _stop_on_signal() -> asyncio.Event:
+    """An event SIGTERM or SIGINT sets (instead of ending the process)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _receive_only(duration: float | None, stop: asyncio.Event) -> None:
+    """Wait ``duration`` seconds, or until ``stop`` when it is None."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), duration)
 
 
-async def _main(args: argparse.Namespace) -> dict[str, Any]:
+async def _main(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.receive_only:
         args.receive = True
-    client = await Client.connect(args.socket, name=f"loadgen-{args.tag}")
+    stop = _stop_on_signal() if args.receive_only or args.hold else None
+    member = None
+    if args.config:
+        from .member import Member
+
+        member = await Member.start(args.config, name=f"loadgen-{args.tag}",
+                                    timeout=args.start_timeout)
+        client = member.client
+    else:
+        client = await Client.connect(args.socket, name=f"loadgen-{args.tag}")
+    try:
+        report = await _run(client, args, stop)
+        if stop is not None and args.hold:
+            _print(report)  # now, while the member stays up for the bench's last sample
+            await stop.wait()
+            return None
+        return report
+    finally:
+        if member is not None:
+            await member.stop()
+
+
+def _print(report: dict[str, Any]) -> None:
+    json.dump(report, sys.stdout)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+async def _run(client: Client, args: argparse.Namespace,
+               stop: asyncio.Event | None) -> dict[str, Any]:
     report = LoadReport(node=client.node)
     receiver = Receiver(client, report, tag=args.tag)
     task = None
+    if args.receive or args.wait_members:
+        await client.join(args.group, members=bool(args.wait_members))
+        if args.wait_members:
+            await client.wait_for_members(args.group, args.wait_members,
+                                          timeout=args.start_timeout)
     if args.receive:
-        await client.join(args.group)
         task = asyncio.create_task(receiver.run())
     if args.start_at:
         await asyncio.sleep(max(0.0, args.start_at - time.time()))
     receiver.measure_latency = True
     if args.receive_only:
-        await _receive_only(args.duration)
+        assert stop is not None
+        await _receive_only(args.duration, stop)
     elif args.rate or args.duration or args.count:
         await send_load(client, group=args.group, size=args.size, count=args.count,
                         duration=args.duration, rate=args.rate, service=args.service,
@@ -206,14 +250,25 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.linger)
         task.cancel()
     report.digest = receiver.digest
-    await client.close()
+    if not args.config:
+        await client.close()  # an embedded member's connection ends with the member
     return report.summary()
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m amcast.loadgen",
                                 description=__doc__.splitlines()[0])
-    p.add_argument("--socket", required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--socket", help="the API socket of the node's amcastd")
+    where.add_argument("--config", help="an amcastd configuration: embed the node "
+                                        "(amcast.member.Member) instead of connecting")
+    p.add_argument("--wait-members", type=int, default=0, metavar="N",
+                   help="before sending, wait until N clients joined the group")
+    p.add_argument("--start-timeout", type=float, default=120.0,
+                   help="seconds for the embedded member to start and for --wait-members")
+    p.add_argument("--hold", action="store_true",
+                   help="print the report when done, then keep running (an embedded member "
+                        "stays in the group) until SIGTERM or SIGINT")
     p.add_argument("--group", default="bench")
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--count", type=int)
@@ -232,11 +287,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = uvloop.run(_main(args))
-    except ClientError as exc:
+    except (ClientError, AmcastError) as exc:  # AmcastError: the member did not start
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 1
-    json.dump(report, sys.stdout)
-    sys.stdout.write("\n")
+    if report is not None:
+        _print(report)
     return 0
 
 

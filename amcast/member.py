@@ -19,7 +19,10 @@ the messages it had not sent are reported to nobody but the application, which i
 gone); the application's event loop runs the protocol, so a loop blocked by the
 application delays the member's heartbeats (the group may exclude it); signals and
 systemd's notify socket stay the application's. The API socket of the configuration is
-still served, so ``amcast status -s`` and other local clients reach it too.
+still served, so ``amcast status -s`` and other local clients reach it too. The member
+logs through structlog: as the application configured it, or, where it did not, to
+stderr as ``amcastd`` does (``logs.level``, ``logs.format``), never to the
+application's stdout.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import structlog
+
 from .client import Client
 from .daemon.config import DaemonConfig, load_config
+from .daemon.logs import configure_logging
 from .daemon.runner import Daemon
 from .protocols.errors import AmcastError
 
@@ -62,6 +68,8 @@ class Member:
         ``Client.attach`` (``max_unconfirmed_bytes``, ``self_discard``, ...).
         ``MemberStartError`` if it cannot start within ``timeout`` seconds."""
         cfg = config if isinstance(config, DaemonConfig) else load_config(config)
+        if not structlog.is_configured():  # the application's own setup wins
+            configure_logging(cfg.logs.level, cfg.logs.format)
         daemon = Daemon(cfg, embedded=True)
         task = asyncio.get_running_loop().create_task(daemon.run(), name="amcast-member")
         ready = asyncio.ensure_future(daemon.ready.wait())

@@ -25,6 +25,12 @@ Theory of operation, for each N in ``--nodes`` (default 4 and 8):
    send-to-delivery latency of its own messages (p50/p99, the whole run); the daemons
    are sampled as in 2 after the warm-up and at the end of sending (light load).
 
+With ``--mode embedded`` there are no daemons: each node is one application process
+embedding its member (``embedded_nodes``), running the same load generator, started
+from the same configuration files; the members serve their API sockets, so runs 2 and 3
+sample them as they sample daemons (their CPU includes the load they generate); run 1
+is skipped (an idle member is an idle application).
+
 Where the latency goes (``stage_latencies()``, after the latency run): every daemon's
 delivery log records, per ordered vertex, ``send_ts`` (when the sender's daemon made
 the vertex) and ``ts`` (when this daemon ordered it), both on the host's one clock. For
@@ -64,6 +70,7 @@ from amcast.client import BlockingClient
 from amcast.loadgen import MIN_SIZE
 from amcast.localcluster import LocalCluster
 
+from . import embedded_nodes
 from .options import group_sizes
 from .trace_stages import STAGES, message_stages
 
@@ -73,6 +80,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 KINDS = ("data", "ack_only", "heartbeat", "nack", "repair", "membership")
 """Datagram kinds, in table order (``protocols.wire.codec.KIND_NAMES``)."""
 SNMP = "/proc/net/snmp"
+MODES = ("daemon", "embedded")
+"""Where each node's member runs (``--mode``): an ``amcastd`` with a client process, or
+the application process itself (``embedded_nodes``)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -109,15 +119,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "on the native core (default: unset)")
     p.add_argument("--reliable", choices=("native", "pure"), default=None,
                    help="AMCAST_RELIABLE of every daemon: the reliable causal layer on the "
-                        "native core (default: unset, pure)")
+                        "native core (default: unset, it follows the core)")
+    p.add_argument("--mode", choices=MODES, default="daemon",
+                   help="daemon: amcastd processes with a client process each (default); "
+                        "embedded: application processes that each embed their member "
+                        "(amcast.member.Member), no daemons")
+
+
+def core_vars(args: argparse.Namespace) -> dict[str, str]:
+    """The variables ``--core``, ``--seal`` and ``--reliable`` set (none: unset)."""
+    return {name: value for name, value in (("AMCAST_CORE", args.core),
+                                            ("AMCAST_SEAL", args.seal),
+                                            ("AMCAST_RELIABLE", args.reliable)) if value}
 
 
 def core_env(args: argparse.Namespace, n: int) -> list[list[str]]:
-    """Per-daemon ``env`` wrappers setting ``--core``, ``--seal`` and ``--reliable``
-    (none: unset)."""
-    env = [f"{name}={value}" for name, value in (("AMCAST_CORE", args.core),
-                                                  ("AMCAST_SEAL", args.seal),
-                                                  ("AMCAST_RELIABLE", args.reliable)) if value]
+    """Per-daemon ``env`` wrappers setting ``core_vars`` (none: no wrapper)."""
+    env = [f"{name}={value}" for name, value in core_vars(args).items()]
     return [["env", *env] for _ in range(n)] if env else []
 
 
@@ -328,7 +346,7 @@ def _finish(procs: list[subprocess.Popen[str]],
             failures.append(f"load generator {k} exited {p.returncode}: "
                             f"{lines[-1] if lines else 'no output'}")
             continue
-        reports.append(json.loads(out))
+        reports.append(json.loads(out))  # its only line: nothing else writes to its stdout
     return reports, failures
 
 
@@ -347,10 +365,38 @@ def _measure(cluster: LocalCluster, procs: list[subprocess.Popen[str]],
     return w
 
 
+def _run_embedded(cluster: LocalCluster, args: argparse.Namespace,
+                  extra: list[list[str]], warmup: float, total: float
+                  ) -> tuple[dict[str, Any], list[dict[str, Any]], list[str]]:
+    """One window with embedded members (``embedded_nodes``): the members start and see
+    each other, then the window, then they leave; the window and the reports."""
+    procs = embedded_nodes.start(cluster, extra, core_vars(args))
+    try:
+        start = time.monotonic()
+        w = _measure(cluster, [], start, warmup, start + total)
+        w["clients_cpu_s"] = None  # no client processes: the members' CPU is all
+        embedded_nodes.stop(procs)
+        reports, failures = _finish(procs, timeout=total + 60)
+    finally:
+        embedded_nodes.kill(procs)
+    return w, reports, failures
+
+
 def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     cluster = LocalCluster(n, base / f"throughput-n{n}",
                            protocol=protocol_settings(args.protocol, args.ordering),
                            transport=args.transport, wrappers=core_env(args, n))
+    total = args.warmup + args.duration
+    extra = ["--duration", str(total), "--size", str(args.size), "--linger", "0"]
+    if args.receive:
+        extra.append("--receive")
+    if args.mode == "embedded":
+        print(f"[bench cluster] N={n}: {n} embedded members sending for {total:.0f} s "
+              f"(warm-up {args.warmup:.0f} s) ...", file=sys.stderr, flush=True)
+        w, reports, failures = _run_embedded(cluster, args, [extra] * n, args.warmup, total)
+        return {"n": n, "window": w, "idle_core_share_max": None,
+                "sent": sum(r["sent"] for r in reports),
+                "sent_per_member": [r["sent"] for r in reports], "failures": failures}
     print(f"[bench cluster] N={n}: starting daemons ...", file=sys.stderr, flush=True)
     cluster.start()
     try:
@@ -361,10 +407,6 @@ def throughput(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
             first = sample(cluster)
             time.sleep(args.idle)
             idle = idle_share(first, sample(cluster))
-        total = args.warmup + args.duration
-        extra = ["--duration", str(total), "--size", str(args.size), "--linger", "0"]
-        if args.receive:
-            extra.append("--receive")
         procs = [_loadgen(s, i, extra) for i, s in enumerate(cluster.sockets)]
         start = time.monotonic()
         print(f"[bench cluster] N={n}: {n} senders for {total:.0f} s "
@@ -437,22 +479,25 @@ def latency(n: int, args: argparse.Namespace, base: Path) -> dict[str, Any]:
     total = args.latency_warmup + args.latency_duration
     print(f"[bench cluster] N={n}: latency run, {args.latency_rate:.0f} msgs/s from node 0 for "
           f"{total:.0f} s (warm-up {args.latency_warmup:.0f} s) ...", file=sys.stderr, flush=True)
-    cluster.start()
-    try:
-        # receivers first (they join while the sender starts), then the sender
-        procs = [_loadgen(s, i, ["--receive-only", "--duration", str(total), "--linger", "0.5"])
-                 for i, s in enumerate(cluster.sockets) if i > 0]
-        procs.insert(0, _loadgen(cluster.sockets[0], 0, [
-            "--rate", str(args.latency_rate), "--duration", str(total),
-            "--size", str(args.size), "--receive", "--linger", "0.5",
-        ]))
-        start = time.monotonic()
-        w = _measure(cluster, procs, start, args.latency_warmup, start + total)
-        reports, failures = _finish(procs, timeout=total + 60)
-        if failures and failures[0].startswith("load generator 0 "):
-            raise RuntimeError(f"latency run failed: {failures[0]}")
-    finally:
-        cluster.stop()
+    receiver = ["--receive-only", "--duration", str(total), "--linger", "0.5"]
+    sender = ["--rate", str(args.latency_rate), "--duration", str(total),
+              "--size", str(args.size), "--receive", "--linger", "0.5"]
+    if args.mode == "embedded":
+        w, reports, failures = _run_embedded(cluster, args, [sender] + [receiver] * (n - 1),
+                                             args.latency_warmup, total)
+    else:
+        cluster.start()
+        try:
+            # receivers first (they join while the sender starts), then the sender
+            procs = [_loadgen(s, i, receiver) for i, s in enumerate(cluster.sockets) if i > 0]
+            procs.insert(0, _loadgen(cluster.sockets[0], 0, sender))
+            start = time.monotonic()
+            w = _measure(cluster, procs, start, args.latency_warmup, start + total)
+            reports, failures = _finish(procs, timeout=total + 60)
+        finally:
+            cluster.stop()
+    if failures and failures[0].startswith("load generator 0 "):
+        raise RuntimeError(f"latency run failed: {failures[0]}")
     dirs = [node.log_dir for node in cluster.nodes]
     stages = stage_latencies(dirs, sender=0, skip_s=args.latency_warmup)
     traced = (summarize_stages(message_stages(dirs, sender=0, skip_s=args.latency_warmup))
@@ -508,6 +553,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
              "daemon wake-ups: the daemons' event loops blocking and woken up "
              "(voluntary_ctxt_switches of /proc/PID/status); CPU us/wake-up: the daemons' CPU "
              "over them"]
+    if args.mode == "embedded":
+        notes.append("embedded: each node is one application process embedding its member "
+                     "(amcast.member.Member); 'daemon' CPU, core shares and wake-ups are "
+                     "those processes, the load they generate included; there is no client "
+                     "process and no idle run")
     try:
         for n in sizes:
             t = throughput(n, args, base)
@@ -550,7 +600,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "title": f"amcast bench cluster (W1): {args.size}-byte agreed messages, every node "
                  f"sending, {args.duration:.0f} s after {args.warmup:.0f} s warm-up"
                  f"{'' if args.receive else ', clients not receiving'}"
-                 f"{', over UDP unicast' if args.transport == 'unicast' else ''}",
+                 f"{', over UDP unicast' if args.transport == 'unicast' else ''}"
+                 f"{', embedded members (no daemons)' if args.mode == 'embedded' else ''}",
         "tables": [
             {"title": "throughput (saturation)", "columns": THROUGHPUT_COLUMNS, "rows": rows},
             *([{"title": f"light load ({lat_title}, every node receiving; latency at the "

@@ -250,6 +250,48 @@ def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
                                                 for x in lat["receivers"])
 
 
+@pytest.mark.slow
+@pytest.mark.processes
+def test_a_short_embedded_run_samples_the_members_and_starts_no_daemon(short_dir: Path
+                                                                       ) -> None:
+    """``--mode embedded``: three application processes embedding their members, the same
+    windows: the members' API sockets answered the samples (the counters moved), their
+    processes are the ones measured, no client CPU and no idle run. Each process's stdout
+    is its JSON report alone: the member logs to stderr (structlog unconfigured there)."""
+    r = amcast("bench", "cluster", "--json", "--mode", "embedded", "--nodes", "3",
+               "--duration", "0.5", "--warmup", "0.5", "--latency-duration", "0.5",
+               "--latency-warmup", "0.5", "--latency-rate", "200",
+               "--dir", str(short_dir / "e"), timeout=180)
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert "embedded members" in report["title"]
+    assert [t["columns"] for t in report["tables"]] == [
+        THROUGHPUT_COLUMNS, LATENCY_COLUMNS, STAGE_COLUMNS, DATAGRAM_COLUMNS, DATAGRAM_COLUMNS]
+    (run,) = report["runs"]
+    t, lat = run["throughput"], run["latency"]
+    assert t["idle_core_share_max"] is None and not t["failures"]
+    assert len(t["sent_per_member"]) == 3 and all(x > 0 for x in t["sent_per_member"])
+    for w in (t["window"], lat["window"]):
+        assert w["ordered"] > 0 and w["clients_cpu_s"] is None
+        assert w["datagrams_sent"]["data"] > 0 and len(w["core_shares"]) == 3
+        assert w["daemon_cpu_s"] > 0
+    assert lat["report"]["latency_samples"] > 0
+    assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
+                                                for x in lat["receivers"])
+    # the members' own logs: no amcastd wrote them, the embedded member did
+    assert not list((short_dir / "e" / "latency-n3").glob("node*/amcastd.log"))
+    assert (short_dir / "e" / "latency-n3" / "node0" / "logs" / "delivery.jsonl").exists()
+
+
+def test_a_load_generator_needs_exactly_one_of_socket_and_config() -> None:
+    from amcast.loadgen import main as loadgen_main
+
+    for argv in ([], ["--socket", "s", "--config", "c"]):
+        with pytest.raises(SystemExit) as exc:
+            loadgen_main(argv)
+        assert exc.value.code == 2
+
+
 def test_wakeups_reads_this_process_voluntary_context_switches() -> None:
     before = wakeups(os.getpid())
     time.sleep(0.01)  # blocks once: one more voluntary switch at least
