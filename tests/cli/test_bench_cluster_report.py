@@ -220,10 +220,12 @@ def test_stage_latencies_split_own_and_others_and_skip_the_warm_up(tmp_path: Pat
 @pytest.mark.slow
 @pytest.mark.processes
 def test_a_short_real_run_reports_every_figure(short_dir: Path) -> None:
-    """Three daemons, half-second windows (about 10 s in all), the latency run traced:
-    the figures exist and the counters moved; no value is judged (the host is shared)."""
+    """Three daemons, half-second windows (about 13 s in all), the latency run traced:
+    the figures exist and the counters moved; no value is judged (the host is shared).
+    The warm-ups are 2 s: they include the load generators' start-up (a Python process
+    each), which took more than the window's second on a starved host."""
     r = amcast("bench", "cluster", "--json", "--nodes", "3", "--duration", "0.5",
-               "--warmup", "0.5", "--latency-duration", "0.5", "--latency-warmup", "0.5",
+               "--warmup", "2", "--latency-duration", "0.5", "--latency-warmup", "2",
                "--idle", "0.5", "--latency-rate", "200", "--trace",
                "--dir", str(short_dir / "b"), timeout=120)
     assert r.code == 0, r.err
@@ -259,8 +261,8 @@ def test_a_short_embedded_run_samples_the_members_and_starts_no_daemon(short_dir
     processes are the ones measured, no client CPU and no idle run. Each process's stdout
     is its JSON report alone: the member logs to stderr (structlog unconfigured there)."""
     r = amcast("bench", "cluster", "--json", "--mode", "embedded", "--nodes", "3",
-               "--duration", "0.5", "--warmup", "0.5", "--latency-duration", "0.5",
-               "--latency-warmup", "0.5", "--latency-rate", "200",
+               "--duration", "0.5", "--warmup", "1", "--latency-duration", "0.5",
+               "--latency-warmup", "1", "--latency-rate", "200",
                "--dir", str(short_dir / "e"), timeout=180)
     assert r.code == 0, r.err
     report = json.loads(r.out)

@@ -4,7 +4,8 @@ leave) of random daemons under load, with ``protocol.ordering`` set for every da
 (the benchmark has no ``--ordering``: its ``LocalCluster`` is given the setting).
 
 Run from the repository's root: ``nice .venv/bin/python docs/perf/swap-failover-2core/run.py
-[--nodes 4 --kills 3 --leaves 3]``; ``table.py`` prints the table of docs/swap.md.
+[--nodes 4 --kills 3 --leaves 3] [--out DIR]`` (default: this folder); ``table.py [DIR]``
+prints the table of docs/swap.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     failover.add_arguments(p)
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--out", type=Path, default=HERE, help="folder of the results")
     args = p.parse_args(sys.argv[1:] or ["--nodes", "4", "--kills", "3", "--leaves", "3",
                                          "--seed", "1"])
     for mode in args.modes.split(","):
@@ -36,7 +38,7 @@ def main() -> None:
         print(f"[{mode}]", file=sys.stderr, flush=True)
         result = failover.run(args)
         result["ordering"] = mode
-        (HERE / f"failover-{mode}-n{args.nodes.replace(',', '-')}.json").write_text(
+        (args.out / f"failover-{mode}-n{args.nodes.replace(',', '-')}.json").write_text(
             json.dumps(result, indent=1) + "\n")
 
 

@@ -1,12 +1,14 @@
 """Print the table of docs/swap.md ("Joins and leaves with real daemons") from this
-folder's ``failover-MODE-nN.json``.
+folder's ``failover-MODE-nN.json`` (or those of the folder given).
 
-Run from the repository's root: ``.venv/bin/python docs/perf/swap-failover-2core/table.py``.
+Run from the repository's root: ``.venv/bin/python docs/perf/swap-failover-2core/table.py
+[DIR]``.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -19,11 +21,11 @@ MEASURES = (
 )
 
 
-def main() -> None:
+def main(folder: Path = HERE) -> None:
     print("| N | ordering | " + " | ".join(f"{label}, p50 / max ms" for _, label in MEASURES)
           + " |")
     print("|" + "---|" * (2 + len(MEASURES)))
-    for path in sorted(HERE.glob("failover-*-n*.json"),
+    for path in sorted(folder.glob("failover-*-n*.json"),
                        key=lambda p: (p.stem.split("-n")[-1], MODES.index(p.stem.split("-")[1]))):
         result = json.loads(path.read_text())
         for table in result["tables"]:
@@ -34,4 +36,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
