@@ -201,7 +201,22 @@ def window(first: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]]
         "retransmissions": retrans,
         "retransmitted_pct": 100.0 * _ratio(retrans, sent["data"]),
         "rcvbuf_errors": None if rcvbuf is None else rcvbuf[1] - rcvbuf[0],
+        "cores": cores(last),
     }
+
+
+def cores(samples: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The distinct data-path cores the sampled nodes ran (``status``'s ``core``: which
+    implementation decodes, seals, orders and runs the reliable layer), one line each,
+    e.g. ``decode native, seal pure, order native, reliable native``."""
+    seen: list[str] = []
+    for s in samples:
+        core = s.get("core")
+        if isinstance(core, Mapping):
+            line = ", ".join(f"{part} {impl}" for part, impl in core.items())
+            if line not in seen:
+                seen.append(line)
+    return seen
 
 
 def idle_share(first: Sequence[Mapping[str, Any]],
@@ -303,7 +318,7 @@ def sample(cluster: LocalCluster) -> list[dict[str, Any]]:
         out.append({"now": st["now"], "delivered": st["counters"]["messages_delivered"],
                     "cpu": cpu_seconds(n.pid), "wakeups": wakeups(n.pid),
                     "drops": st["counters"]["drops"],
-                    "engine": st["engine"],
+                    "engine": st["engine"], "core": st.get("core"),
                     "datagrams": st.get("datagrams", {"sent": {}, "received": {}})})
     return out
 
@@ -572,6 +587,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             figures[f"N={n} per-node msgs/s"] = ", ".join(f"{r:,.0f}" for r in w["rates"])
             figures[f"N={n} CPU s/msg (all daemons)"] = w["cpu_per_msg_s"]
             notes.extend(f"N={n}: {line}" for line in t["failures"])
+            notes.extend(f"N={n}: core: {line}" for line in w["cores"])
             run_: dict[str, Any] = {"n": n, "throughput": t}
             if not args.skip_latency:
                 lat = latency(n, args, base)

@@ -21,6 +21,7 @@ from bench.cluster import (
     THROUGHPUT_COLUMNS,
     TRACED_COLUMNS,
     clients_cpu_window,
+    cores,
     datagram_row,
     idle_share,
     kind_deltas,
@@ -280,9 +281,20 @@ def test_a_short_embedded_run_samples_the_members_and_starts_no_daemon(short_dir
     assert lat["report"]["latency_samples"] > 0
     assert len(lat["receivers"]) == 2 and all(x["delivered"] > 0 and x["sent"] == 0
                                                 for x in lat["receivers"])
+    assert len(t["window"]["cores"]) == 1  # one build, one environment: one core
+    assert any(note.startswith("N=3: core: decode ") for note in report["notes"])
     # the members' own logs: no amcastd wrote them, the embedded member did
     assert not list((short_dir / "e" / "latency-n3").glob("node*/amcastd.log"))
     assert (short_dir / "e" / "latency-n3" / "node0" / "logs" / "delivery.jsonl").exists()
+
+
+def test_the_cores_the_nodes_ran_are_reported_once_each() -> None:
+    native = {"decode": "native", "seal": "pure", "order": "native", "reliable": "native"}
+    pure = dict.fromkeys(native, "pure")
+    assert cores([{"core": native}, {"core": pure}, {"core": dict(native)}, {}]) == [
+        "decode native, seal pure, order native, reliable native",
+        "decode pure, seal pure, order pure, reliable pure"]
+    assert cores([{"core": None}]) == []
 
 
 def test_a_load_generator_needs_exactly_one_of_socket_and_config() -> None:
