@@ -250,8 +250,7 @@ async def _run(client: Client, args: argparse.Namespace,
             await asyncio.sleep(args.linger)
         task.cancel()
     report.digest = receiver.digest
-    if not args.config:
-        await client.close()  # an embedded member's connection ends with the member
+    await client.close()  # an embedded member stays (--hold), without this client
     return report.summary()
 
 
