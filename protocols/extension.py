@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import cache
 from types import ModuleType
 
-INTERFACE = 4
+INTERFACE = 5
 """The interface of ``amcast_native`` this package needs (``native/src/lib.rs``'s
 ``INTERFACE``)."""
 

@@ -11,7 +11,7 @@
 /// pure-Python core otherwise. Bumped with every change to the surface or the behaviour
 /// the package relies on, so a stale build is refused whole, with the reason, instead of
 /// misbehaving.
-pub const INTERFACE: u32 = 4;
+pub const INTERFACE: u32 = 5;
 
 pub mod auth;
 pub mod datagram;

@@ -251,7 +251,13 @@ class ReliableLayer:
             return released
         touched = {dg.sender}
         repair = dg.kind == _REPAIR
+        me = self.node_id
         for v in dg.vertices:
+            if v.origin == me and v.seq > releaser.released[me]:
+                # ours by its origin but never sent by us: a forgery, or an impostor's
+                # under our id; released, it would take the place of our own next vertex
+                self._drop("own_vertex_not_sent", f"vertex {v.id} from {dg.sender}")
+                continue
             try:
                 status = releaser.offer(v, released)
             except ProtocolViolation as exc:
@@ -268,7 +274,6 @@ class ReliableLayer:
             for node, _ in v.acks:
                 add(node)
         members = releaser.released
-        me = self.node_id
         has_gap = releaser.has_gap
         nacks = self._nacks
         open_gaps = nacks.noticed

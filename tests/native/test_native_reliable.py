@@ -409,6 +409,27 @@ def test_the_native_layer_refuses_what_it_cannot_be(members: tuple[int, ...], me
     assert selection.layer_class("native", me, members) is ReliableLayer
 
 
+def test_a_vertex_of_our_id_we_never_sent_is_refused_alike() -> None:
+    """Another member hands us a vertex of our own id beyond what we sent (a forgery, or
+    an impostor's under our id, relayed): dropped, never released, so our own next
+    vertex is the only one with that id; one we did send comes back as a duplicate."""
+    agreed = ServiceLevel.AGREED
+    for cls in (ReliableLayer, NativeLayer):
+        s = make(cls)
+        forged = Vertex(1, 1, (), agreed, 0.0, (b"forged",))
+        theirs = Vertex(2, 1, (), agreed, 0.0, (b"theirs",))
+        out = s.layer.receive(Datagram(Kind.REPAIR, 2, 1, 1, (), (forged, theirs)), 0.1)
+        assert [(v.origin, v.seq) for v in out] == [(2, 1)]
+        assert s.drops == [("own_vertex_not_sent", "vertex (1, 1) from 2")]
+        for v in out:
+            s.layer.on_release(v, 0.1)
+        own = s.layer.new_vertex(agreed, (b"ours",), 0.2)
+        s.layer.on_release(own, 0.2)
+        assert (own.origin, own.seq) == (1, 1)
+        assert s.layer.receive(Datagram(Kind.REPAIR, 3, 1, 0, (), (own,)), 0.3) == []
+        assert s.counters.duplicates == 1 and len(s.drops) == 1
+
+
 def test_bad_input_is_refused_alike() -> None:
     pure, nat = make(ReliableLayer), make(NativeLayer)
     stranger = Datagram(Kind.HEARTBEAT, 9, 1, 0, (), (), ())

@@ -737,6 +737,13 @@ impl<V> Layer<V> {
         let mut touched = IntSet::new();
         touched.add(dg.sender);
         for v in &dg.vertices {
+            if v.origin == self.node_id && v.seq > self.released[self.me] {
+                // ours by its origin but never sent by us: a forgery, or an impostor's
+                // under our id; released, it would take the place of our own next vertex
+                env.drop("own_vertex_not_sent",
+                         format!("vertex ({}, {}) from {}", v.origin, v.seq, dg.sender));
+                continue;
+            }
             let status = match self.offer(v, out)? {
                 Ok(status) => status,
                 Err((reason, detail)) => {

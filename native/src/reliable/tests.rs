@@ -227,3 +227,24 @@ fn a_nack_of_own_vertices_never_sent_is_refused() {
     l.receive(&mut env, &dg, 0.1, &mut out).unwrap();
     assert_eq!(env.drops[1].0, "nack_rate_limited");
 }
+
+#[test]
+fn a_vertex_of_our_id_we_never_sent_is_dropped() {
+    let mut env = TestEnv::new();
+    let mut l = Layer::new(&[1, 2], 1, cfg(), 0.0).unwrap();
+    let mut out = Vec::new();
+    let mut rep = data(2, 1, vec![vtx(1, 1, &[], true), vtx(2, 1, &[], true)]);
+    rep.repair = true;
+    l.receive(&mut env, &rep, 0.1, &mut out).unwrap();
+    assert_eq!(ids(&out), vec![(2, 1)]);
+    assert_eq!(env.drops, vec![("own_vertex_not_sent".into(), "vertex (1, 1) from 2".into())]);
+    // the one we send is ours alone; a copy of it coming back is a duplicate
+    let own = vtx(1, 1, &[(2, 1)], true);
+    l.new_vertex(own.clone(), Some(50), 0.2);
+    l.on_release(&own, 0.2).unwrap();
+    out.clear();
+    l.receive(&mut env, &data(2, 1, vec![own]), 0.3, &mut out).unwrap();
+    assert!(out.is_empty());
+    assert_eq!(l.counters.duplicates, 1);
+    assert_eq!(env.drops.len(), 1);
+}
