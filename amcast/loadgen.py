@@ -16,11 +16,11 @@ never does it.
 
 ``python -m amcast.loadgen --socket PATH ...`` runs one sender/receiver (``--receive-only``:
 a receiver that sends nothing) and prints a JSON report; ``amcast bench cluster`` starts
-one such process per node. ``--config PATH`` in place of ``--socket`` embeds the node
-(``amcast.member.Member`` from that ``amcastd`` configuration: the process *is* the
-member, ``amcast bench cluster --mode embedded``); ``--wait-members N`` waits, before
-sending, until N clients joined the group (the start-up barrier of members that start
-on their own).
+one such process per node. ``--wait-members N`` waits, before sending, until N clients
+joined the group (the start-up barrier of members that start on their own); ``--hold``
+prints the report when the load is done and keeps the process until SIGTERM. ``main``
+takes another way to the group (``connect``): the benchmarks' embedded variant
+(``bench/embedded_load.py``) runs the same load in a process that embeds its member.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import signal
 import struct
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -192,29 +193,31 @@ async def _receive_only(duration: float | None, stop: asyncio.Event) -> None:
         await asyncio.wait_for(stop.wait(), duration)
 
 
-async def _main(args: argparse.Namespace) -> dict[str, Any] | None:
+Finish = Callable[[], Awaitable[Any]]
+Connect = Callable[[argparse.Namespace], Awaitable[tuple[Client, Finish | None]]]
+"""How a load generator reaches the group: its client, and what to await at the end."""
+
+
+async def connect_socket(args: argparse.Namespace) -> tuple[Client, Finish | None]:
+    """The default: a client of the daemon at ``--socket``."""
+    return await Client.connect(args.socket, name=f"loadgen-{args.tag}"), None
+
+
+async def _main(args: argparse.Namespace, connect: Connect) -> dict[str, Any] | None:
     if args.receive_only:
         args.receive = True
     stop = _stop_on_signal() if args.receive_only or args.hold else None
-    member = None
-    if args.config:
-        from .member import Member
-
-        member = await Member.start(args.config, name=f"loadgen-{args.tag}",
-                                    timeout=args.start_timeout)
-        client = member.client
-    else:
-        client = await Client.connect(args.socket, name=f"loadgen-{args.tag}")
+    client, finish = await connect(args)
     try:
         report = await _run(client, args, stop)
         if stop is not None and args.hold:
-            _print(report)  # now, while the member stays up for the bench's last sample
+            _print(report)  # now, while the node stays up for the bench's last sample
             await stop.wait()
             return None
         return report
     finally:
-        if member is not None:
-            await member.stop()
+        if finish is not None:
+            await finish()
 
 
 def _print(report: dict[str, Any]) -> None:
@@ -250,24 +253,23 @@ async def _run(client: Client, args: argparse.Namespace,
             await asyncio.sleep(args.linger)
         task.cancel()
     report.digest = receiver.digest
-    await client.close()  # an embedded member stays (--hold), without this client
+    await client.close()  # a node held up (--hold) stays, without this client
     return report.summary()
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m amcast.loadgen",
-                                description=__doc__.splitlines()[0])
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--socket", help="the API socket of the node's amcastd")
-    where.add_argument("--config", help="an amcastd configuration: embed the node "
-                                        "(amcast.member.Member) instead of connecting")
+def build_parser(prog: str = "python -m amcast.loadgen", *, socket: bool = True
+                 ) -> argparse.ArgumentParser:
+    """The load generator's options (``socket``: with the required ``--socket``)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    if socket:
+        p.add_argument("--socket", required=True, help="the API socket of the node's amcastd")
     p.add_argument("--wait-members", type=int, default=0, metavar="N",
                    help="before sending, wait until N clients joined the group")
     p.add_argument("--start-timeout", type=float, default=120.0,
-                   help="seconds for the embedded member to start and for --wait-members")
+                   help="seconds for --wait-members (and for a node the process starts)")
     p.add_argument("--hold", action="store_true",
-                   help="print the report when done, then keep running (an embedded member "
-                        "stays in the group) until SIGTERM or SIGINT")
+                   help="print the report when done, then keep running (a node the process "
+                        "runs stays in the group) until SIGTERM or SIGINT")
     p.add_argument("--group", default="bench")
     p.add_argument("--size", type=int, default=100)
     p.add_argument("--count", type=int)
@@ -281,12 +283,17 @@ def main(argv: list[str] | None = None) -> int:
                         "--linger), or until SIGTERM/SIGINT without --duration")
     p.add_argument("--linger", type=float, default=0.5, help="keep receiving after sending (s)")
     p.add_argument("--start-at", type=float, default=0.0, help="unix time to start sending at")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None, *, connect: Connect = connect_socket,
+         parser: argparse.ArgumentParser | None = None) -> int:
+    args = (parser or build_parser()).parse_args(argv)
     import uvloop
 
     try:
-        report = uvloop.run(_main(args))
-    except (ClientError, AmcastError) as exc:  # AmcastError: the member did not start
+        report = uvloop.run(_main(args, connect))
+    except (ClientError, AmcastError) as exc:  # AmcastError: e.g. a node that did not start
         print(f"loadgen: error: {exc}", file=sys.stderr)
         return 1
     if report is not None:

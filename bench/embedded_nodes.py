@@ -2,8 +2,8 @@
 embed their member, in place of ``amcastd`` processes with a client each.
 
 Theory of operation: the ``LocalCluster`` writes the same configuration files as for
-its daemons; each node's process is a load generator started with ``--config`` (it runs
-``amcast.member.Member`` from that file on its own event loop, ``amcast.loadgen``),
+its daemons; each node's process is the embedded load generator (``embedded_load``:
+``amcast.member.Member`` from that file on its own event loop, ``amcast.loadgen``'s load),
 ``--wait-members N`` (no message goes out before all N joined the group: the members
 start on their own, there is no daemon start-up to wait for) and ``--hold`` (it prints
 its report when its load is done and stays in the group until SIGTERM, so that the
@@ -17,7 +17,6 @@ configuration's API socket, so the bench samples them exactly as it samples daem
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -27,15 +26,18 @@ from collections.abc import Mapping, Sequence
 from amcast.client import BlockingClient, ClientError
 from amcast.localcluster import LocalCluster
 
+from . import children
+
 READY_TIMEOUT = 120.0
 """Seconds for every member to start and see the others (two busy cores, N = 16)."""
 
 
 def member_env(core_vars: Mapping[str, str]) -> dict[str, str]:
-    """The environment of a member's process: this one without its ``AMCAST_`` variables
+    """The environment of a member's process: this one (the checkout's root on its
+    import path, ``children.env``) without its ``AMCAST_`` variables
     (a member reads them as configuration overrides, as ``amcastd`` does), plus the
     core selection (``AMCAST_CORE``, ``AMCAST_SEAL``, ``AMCAST_RELIABLE``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AMCAST_")}
+    env = {k: v for k, v in children.env().items() if not k.startswith("AMCAST_")}
     env["PYTHONUNBUFFERED"] = "1"
     return {**env, **core_vars}
 
@@ -69,9 +71,10 @@ def start(cluster: LocalCluster, extra: Sequence[Sequence[str]],
     try:
         for i, node in enumerate(cluster.nodes):
             p = subprocess.Popen(
-                [sys.executable, "-m", "amcast.loadgen", "--config", str(node.config),
+                [sys.executable, "-m", "bench.embedded_load", "--config", str(node.config),
                  "--tag", str(i), "--wait-members", str(n), "--hold", *extra[i]],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                cwd=children.ROOT)
             procs.append(p)
             node.pid = p.pid
         deadline = time.monotonic() + timeout

@@ -297,12 +297,15 @@ def test_the_cores_the_nodes_ran_are_reported_once_each() -> None:
     assert cores([{"core": None}]) == []
 
 
-def test_a_load_generator_needs_exactly_one_of_socket_and_config() -> None:
+def test_the_load_generators_need_their_way_to_the_group() -> None:
+    """The socket one a daemon's socket, the embedded one a configuration, never both."""
     from amcast.loadgen import main as loadgen_main
+    from bench.embedded_load import main as embedded_main
 
-    for argv in ([], ["--socket", "s", "--config", "c"]):
+    for main, argv in ((loadgen_main, []), (loadgen_main, ["--config", "c"]),
+                       (embedded_main, []), (embedded_main, ["--socket", "s"])):
         with pytest.raises(SystemExit) as exc:
-            loadgen_main(argv)
+            main(argv)
         assert exc.value.code == 2
 
 
