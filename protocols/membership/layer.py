@@ -366,14 +366,16 @@ class MembershipLayer:
         return s
 
     def incarnation_of(self, node: int) -> int | None:
-        """The incarnation of ``node`` we would admit (a refused one is not). A new
-        incarnation of a member of our view replaces it only once the old one has been
-        silent in the view for two heartbeat intervals since the new one appeared: until
-        then it may be a second daemon with the same id (``_check_duplicate``)."""
+        """The incarnation of ``node`` we would admit (a refused one is not). Another
+        incarnation than a member of our view has replaces it only once it has asked to
+        join two heartbeat intervals ago, the old one silent in the view since: until then
+        it may be a second daemon with the same id (``_check_duplicate``). It is a later
+        one (a restart) or, where the later one was a second daemon that we took in and
+        that is gone, the earlier one (``_outlived``)."""
         peer = self.peers.get(node)
         member = self.view.member(node) if self.view is not None else None
         if (peer is not None and peer.incarnation >= 0 and peer.refused is None
-                and (member is None or (peer.incarnation > member.incarnation
+                and (member is None or (peer.incarnation != member.incarnation
                                         and self._now >= peer.joining_since
                                         + 2 * self.cfg.heartbeat_interval))):
             return peer.incarnation
@@ -654,14 +656,14 @@ class MembershipLayer:
 
     def _outlived(self, node: int, peer: Peer, msg: Message, now: float) -> bool:
         """An earlier incarnation asks to join (``JOIN``) while the later one we know is
-        gone and out of our view: two daemons with one id were started (the later one
-        was taken in, or not, and then stopped); the earlier one is live and may join.
-        Datagrams of a previous life still in flight come within moments of the
-        restart, not after its successor's silence."""
-        if not (isinstance(msg, Join) and self._gone(peer, now)):
-            return False
-        member = self.view.member(node) if self.view is not None else None
-        return member is None or member.incarnation != peer.incarnation
+        gone: two daemons with one id were started (the later one was taken in, or not,
+        and then stopped); the earlier one is live and may join, and replaces the later
+        one in the next view where our view lists it. (Membership sweep seed 402048: a
+        member cut off from us while a second daemon with its id started; we took that
+        one for its restart and formed a view with it, and once it stopped, the live
+        member was refused for good.) Datagrams of a previous life still in flight come
+        within moments of the restart, not after its successor's silence."""
+        return isinstance(msg, Join) and self._gone(peer, now)
 
     def _from_contender(self, sender: int, peer: Peer, incarnation: int, msg: Message,
                         now: float) -> None:
@@ -681,7 +683,14 @@ class MembershipLayer:
         and, as a member of a primary view, refuse its JOINs ourselves: the other
         members may not be able to tell which of us is live (a member that restarted,
         or that was away, may have taken it for us), and a ``Refuse`` from us tells
-        them (``_on_refuse``) as well as it."""
+        them (``_on_refuse``) as well as it. Outside a primary view (a view that lost
+        its quorum) we refuse a *later* incarnation too: the members of our view still
+        list us, and without a word from us they take the later one for our restart
+        (membership sweep seed 400511: with two of four members away, the impostor
+        replaced the live member at the others, joined the view they then formed, and
+        after it stopped the live member was refused for good). A member that gave our
+        id to the later one in a view of its own does not take that word
+        (``_on_refuse``)."""
         if incarnation < self.me.incarnation and now - self.started <= self.cfg.suspect_timeout:
             return
         if incarnation not in self._claims:
@@ -689,7 +698,8 @@ class MembershipLayer:
                 self._claims.clear()
             self._claims.add(incarnation)
             self._emit(NodeIdClaimed(incarnation, self.me.incarnation))
-        if self.primary and isinstance(msg, Join) and not msg.leaving:
+        if ((self.primary or (self.view is not None and incarnation > self.me.incarnation))
+                and isinstance(msg, Join) and not msg.leaving):
             self.send_message(Refuse(Member(self.node_id, incarnation), "duplicate_node_id",
                               f"node {self.node_id} is a live member (incarnation "
                               f"{self.me.incarnation}); incarnation {incarnation} claims "
@@ -810,7 +820,8 @@ class MembershipLayer:
             target = msg.target
             peer = self.peers.get(target.node)
             if (msg.reason == "duplicate_node_id" and target.node != self.node_id
-                    and peer is not None and target.incarnation != peer.contender):
+                    and peer is not None and target.incarnation != peer.contender
+                    and not self._member_refused_by_claimant(sender, target)):
                 # the group found a second daemon with that id: whichever of the two we
                 # took for that node, the refused one is not it
                 self._set_contender(peer, target.incarnation, msg.reason, msg.detail, now)
@@ -820,6 +831,14 @@ class MembershipLayer:
         if peer.reported != key:  # report each refusal once
             peer.reported = key
             self._emit(JoinRefused(self.node_id, msg.reason, msg.detail, True))
+
+    def _member_refused_by_claimant(self, sender: int, target: Member) -> bool:
+        """A daemon refuses another with its own id that our view lists as the member:
+        our view was formed without it (it was away, and the other one was taken in),
+        so its word does not displace a member of our view; our refusal of it stands
+        (the stale-incarnation path of ``on_membership``)."""
+        return (sender == target.node and self.view is not None
+                and self.view.member(target.node) == target)
 
     # ------------------------------------------------------------------ decisions
 

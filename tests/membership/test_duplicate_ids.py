@@ -75,3 +75,52 @@ def test_once_the_real_member_is_gone_the_other_daemon_is_a_restart() -> None:
     c.advance(15.0)
     assert all(installs(c, i)[-1][2] == (0, 1, 2, 3) for i in (0, 1, 3))
     assert c.nodes[IMPOSTOR].view is not None and c.nodes[IMPOSTOR].view.nodes == (0, 1, 2, 3)
+
+
+def _member_incarnations(c, nodes) -> set[tuple[tuple[int, int], ...]]:
+    return {tuple((m.node, m.incarnation) for m in c.nodes[i].view.members) for i in nodes}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_member_outside_a_primary_view_is_not_replaced_by_an_impostor(seed: int) -> None:
+    """Two of four members away (one crashed, one paused): the live ones hold a view
+    without a quorum, and a second daemon with a live member's id starts. The live
+    member refuses it (``NodeIdClaimed`` and a ``Refuse``, not only from a primary
+    view), so the others never take it for a restart. (Before, they adopted it, formed
+    the next view with it once the paused member was back, and refused the live member
+    as a duplicate of it for good: live processes ended in different views.)"""
+    c = cluster(4, seed=340 + seed, impostors={IMPOSTOR: 1}, wall_clock=1000.0)
+    c.schedule(Fault(0.9, "crash", (0,)))
+    c.schedule(Fault(1.4, "pause", (2,), duration=1.6))
+    c.schedule(Fault(2.6, "start", (IMPOSTOR,)))
+    c.schedule(Fault(4.4, "crash", (IMPOSTOR,)))
+    ok(c.run(LOAD, max_time=20))
+    assert all(installs(c, i)[-1][2] == (1, 2, 3) for i in (1, 2, 3))
+    real = c.nodes[1].incarnation
+    assert _member_incarnations(c, (1, 2, 3)) == {
+        tuple((i, c.nodes[i].incarnation) for i in (1, 2, 3))}
+    assert all((1, real) in [(m.node, m.incarnation) for m in v.members]
+               for i in (2, 3) for v in [c.nodes[i].view])
+    assert any(e.reason == "duplicate_node_id" and e.local
+               for e in events(c, IMPOSTOR, JoinRefused))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_member_cut_off_while_an_impostor_was_taken_in_rejoins_once_it_stops(
+        seed: int) -> None:
+    """Node 0 is cut off from node 1 (not from the second daemon with node 1's id, that
+    reaches both sides); it takes that daemon for node 1's restart and forms a view with
+    it. Once that daemon stops and the partition heals, the live node 1, an *earlier*
+    incarnation than the one in node 0's view, is taken in again. (Before, its JOINs
+    were dropped as stale for good, the later incarnation being a member of node 0's
+    view: live processes ended in different views.)"""
+    c = cluster(3, seed=350 + seed, impostors={IMPOSTOR: 1}, wall_clock=1000.0)
+    c.schedule(Fault(0.5, "crash", (2,)))
+    c.schedule(Fault(2.7, "partition", (), duration=1.4, groups=((0,),)))
+    c.schedule(Fault(2.95, "start", (IMPOSTOR,)))
+    c.schedule(Fault(3.9, "crash", (IMPOSTOR,)))
+    ok(c.run(LOAD, max_time=20))
+    assert installs(c, IMPOSTOR), "node 0 never took the second daemon in"
+    assert all(installs(c, i)[-1][2] == (0, 1) for i in (0, 1))
+    assert _member_incarnations(c, (0, 1)) == {
+        tuple((i, c.nodes[i].incarnation) for i in (0, 1))}
