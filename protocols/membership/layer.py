@@ -655,15 +655,18 @@ class MembershipLayer:
                 and now - peer.last_in_view <= self.cfg.suspect_timeout)
 
     def _outlived(self, node: int, peer: Peer, msg: Message, now: float) -> bool:
-        """An earlier incarnation asks to join (``JOIN``) while the later one we know is
+        """An earlier incarnation speaks while the later one we know is
         gone: two daemons with one id were started (the later one was taken in, or not,
         and then stopped); the earlier one is live and may join, and replaces the later
         one in the next view where our view lists it. (Membership sweep seed 402048: a
         member cut off from us while a second daemon with its id started; we took that
         one for its restart and formed a view with it, and once it stopped, the live
-        member was refused for good.) Datagrams of a previous life still in flight come
+        member was refused for good.) Any datagram of it counts, not only a JOIN: a
+        member of a primary view never asks to join, and a member that restarted while
+        the second daemon ran, and took that one for it, would otherwise never hear it
+        again (seeds 530009, 540766). Datagrams of a previous life still in flight come
         within moments of the restart, not after its successor's silence."""
-        return isinstance(msg, Join) and self._gone(peer, now)
+        return self._gone(peer, now)
 
     def _from_contender(self, sender: int, peer: Peer, incarnation: int, msg: Message,
                         now: float) -> None:

@@ -76,6 +76,11 @@ def test_ci_membership_sweep_with_an_impostor_every_property_holds() -> None:
 #   member's JOINs were dropped as stale for good, the later incarnation being a member
 #   of its view. An earlier incarnation's JOIN after the later one's silence now takes
 #   it in, in the view or not (``MembershipLayer._outlived``).
+# - 530009, 540766 (ToTo; sweep of 2026-12-02): a member restarted while the second
+#   daemon with a live member's id ran took that one for the member; once it stopped, the
+#   live member, which never asks to join (it is in a primary view), was dropped as stale
+#   for good, and the restarted member was never taken in. Any datagram of an earlier
+#   incarnation after the later one's silence now counts, not only a JOIN.
 IMPOSTOR_COUNTEREXAMPLES = (
     ("arrow", 400511), ("arrow", 402048), ("arrow", 402283), ("arrow", 403564),
     ("combining", 410599), ("combining", 410780), ("combining", 411958),
@@ -84,12 +89,22 @@ IMPOSTOR_COUNTEREXAMPLES = (
     ("toto", 430632), ("toto", 432031), ("toto", 432316), ("toto", 433410),
     ("toto", 433821),
 )
+RESTART_COUNTEREXAMPLES = (530009, 540766)
+"""Found by ``amcast simulate --preset membership --impostor-faults`` (36 messages per
+node)."""
 
 
 @pytest.mark.parametrize(("ordering", "seed"), IMPOSTOR_COUNTEREXAMPLES)
 def test_impostor_sweep_counterexamples_hold_every_property(ordering: str, seed: int) -> None:
     outcome = seed_outcome(seed, n_range=(3, 8), messages_per_node=40, ordering=ordering,
                            impostor_faults=True)
+    assert outcome.violations == ()
+
+
+@pytest.mark.parametrize("seed", RESTART_COUNTEREXAMPLES)
+def test_a_member_restarted_while_an_impostor_ran_is_taken_in_once_it_stops(
+        seed: int) -> None:
+    outcome = seed_outcome(seed, n_range=(3, 8), messages_per_node=36, impostor_faults=True)
     assert outcome.violations == ()
 
 
