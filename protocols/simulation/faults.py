@@ -202,10 +202,11 @@ def impostor_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     (the id it claims is returned; ``None`` and no fault when ``plan`` touches them
     all), somewhere in ``plan``'s span, that runs for 1 to 10 suspect timeouts and is
     stopped; half the time another member then crashes (it restarts three times in
-    four): the sequence that once wedged a cluster, the view change after a refused
-    daemon. (A member that is itself away, crashed, paused or cut off, while a daemon
-    with its id starts may find that one taken in for it; that takeover is not what
-    this plan checks.)"""
+    four, and always where staying down would leave no majority with those the plan
+    leaves down: that is beyond the fault model): the sequence that once wedged a
+    cluster, the view change after a refused daemon. (A member that is itself away,
+    crashed, paused or cut off, while a daemon with its id starts may find that one
+    taken in for it; that takeover is not what this plan checks.)"""
     end = max((f.at + f.duration for f in plan), default=0.5)
     touched = {i for f in plan for i in f.nodes} | {
         i for f in plan for g in f.groups for i in g}
@@ -221,7 +222,22 @@ def impostor_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
         victim = rng.choice(others)
         crash = stop + rng.uniform(0.2, 3.0) * suspect_timeout
         faults.append(Fault(crash, "crash", (victim,)))
-        if rng.random() < 0.75:
+        restarts = rng.random() < 0.75
+        if len(down_at_end(plan) | {victim}) > (n - 1) // 2:
+            restarts = True  # else no majority would be left: beyond the fault model
+        if restarts:
             faults.append(Fault(crash + rng.uniform(1.0, 5.0) * suspect_timeout, "start",
                                 (victim,)))
     return claimed, faults
+
+
+def down_at_end(plan: Sequence[Fault]) -> set[int]:
+    """The nodes ``plan`` leaves crashed or gone: its last ``crash`` or ``leave`` of them
+    is not followed by a ``start``."""
+    down: set[int] = set()
+    for fault in sorted(plan, key=lambda f: f.at):
+        if fault.kind in ("crash", "leave"):
+            down.update(fault.nodes)
+        elif fault.kind == "start":
+            down.difference_update(fault.nodes)
+    return down

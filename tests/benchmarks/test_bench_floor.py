@@ -36,7 +36,10 @@ def test_the_floor_delivers_every_message_with_its_votes_and_measures_it() -> No
         assert 390 <= got["samples"] <= 410, got
         assert 0 < got["p50 ms"] <= got["p99 ms"]
         assert got["nodes / daemons CPU s"] > 0
-        assert got["node wake-ups/msg"] > 1  # the sender's node and the acker, at least
+        # wake-ups were counted; how many per message depends on the machine's load (a node
+        # that finds several datagrams queued at one wake-up handles them all), so no
+        # lower bound above zero holds on a busy CI runner
+        assert got["node wake-ups/msg"] > 0
     assert daemons["clients CPU s"] > 0 and embedded["clients CPU s"] == 0  # no clients
     assert report["figures"]["N=3 floor p50 ms"] == daemons["p50 ms"]
     assert report["figures"]["N=3 embedded floor p50 ms"] == embedded["p50 ms"]
