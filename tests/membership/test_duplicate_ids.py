@@ -10,10 +10,12 @@ real daemon is gone, the other one is a restart like any other and is taken in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from amcast.protocols.events import JoinRefused, NodeIdClaimed
 from amcast.protocols.node_config import NodeConfig
-from amcast.protocols.simulation.cluster import Workload
+from amcast.protocols.simulation.cluster import Cluster, Workload
 from amcast.protocols.simulation.faults import Fault
 
 from tests.membership.test_scenarios import KEY, cluster, events, installs, ok
@@ -77,7 +79,8 @@ def test_once_the_real_member_is_gone_the_other_daemon_is_a_restart() -> None:
     assert c.nodes[IMPOSTOR].view is not None and c.nodes[IMPOSTOR].view.nodes == (0, 1, 2, 3)
 
 
-def _member_incarnations(c, nodes) -> set[tuple[tuple[int, int], ...]]:
+def _member_incarnations(c: Cluster, nodes: Iterable[int]) -> set[tuple[tuple[int, int], ...]]:
+    """The (node, incarnation) pairs of the view each of ``nodes`` holds."""
     return {tuple((m.node, m.incarnation) for m in c.nodes[i].view.members) for i in nodes}
 
 
