@@ -603,6 +603,21 @@ def gap_problems(rec: Recorder) -> list[str]:
     return out
 
 
+def _context(h: History, view: int, ref_h: History, start: int, i: int,
+             info: dict[str, Any]) -> str:
+    """What a report of differing deliveries needs to be read: how each side held the
+    view, and the messages around the first difference."""
+    def around(seq: list[tuple[int | None, Key]], at: int) -> list[Key]:
+        return [k for _, k in seq[max(0, at - 2):at + 3]]
+
+    how = [("observed" if view in x.observed else "joined late")
+           + (", complete" if view in x.complete else "") for x in (h, ref_h)]
+    return (f"{'nobody completed it from its start; ' if 'unchecked' in info else ''}"
+            f"{h.rec}: {how[0]}, from position {start}, "
+            f"{around(h.seqs.get(view, []), i)}; {ref_h.rec}: {how[1]}, "
+            f"{around(ref_h.seqs.get(view, []), start + i)}")
+
+
 def verdict(recorders: list[Recorder], *, settled: bool = True) -> Verdict:
     """Judge recorded histories (module docstring); needs ``keep=True`` recorders."""
     out = Verdict()
@@ -667,7 +682,8 @@ def verdict(recorders: list[Recorder], *, settled: bool = True) -> Verdict:
                     if v in h.complete or "unchecked" in info:
                         problems.append(f"view {v}: {h.rec} delivered {keys[i]} at position "
                                         f"{start + i}, {ref_h.rec} "
-                                        f"{common[i] if i < len(common) else 'nothing'}")
+                                        f"{common[i] if i < len(common) else 'nothing'}"
+                                        f" ({_context(h, v, ref_h, start, i, info)})")
                     else:
                         out.nonuniform_tail += len(keys) - i
                 if v in h.complete or not refs:
