@@ -139,6 +139,14 @@ def health(d: Host) -> dict[str, Any]:
                 f"{last['needed']} of them must agree on the next view, and only "
                 f"{last['reachable']} can be reached (docs/membership.md, "
                 "'Shrinking the member list')")
+        uncounted = d.node.quorum.get("not_counted")
+        if uncounted:
+            problems.append(
+                f"the votes of nodes {uncounted} do not count toward the next view: the "
+                "last view lists their ids at another daemon (an earlier incarnation, or "
+                "a state file begun later: a second daemon with a member's id, or a lost "
+                "state directory), and the others are no majority without them "
+                "(docs/membership.md, 'Whose vote counts')")
         deaf = None if clock is not None or mismatched else heard_nobody_for(d, now)
         if deaf is not None:
             problems.append(

@@ -272,8 +272,10 @@ class Node:
         answers to nacks count against the same budget as the current one's)."""
         self._lateness = Lateness(config.nack_reorder_max)
         """How late copies come (``reliable.repair``), shared by every view."""
-        state = (durable or DurableState(node_id)).restarted(incarnation_floor)
+        state = (durable.restarted(incarnation_floor) if durable is not None
+                 else DurableState.first(node_id, incarnation_floor))
         if initial_view is not None and state.known is None:
+            # the initial view lists this node's first incarnation by agreement
             state = DurableState(node_id, state.incarnation, known=initial_view,
                                  max_view_id=initial_view.view_id)
         settings = Settings(_agreed_rule(config), config.phi, config.expected_votes,
@@ -627,7 +629,11 @@ class Node:
         list of potential members (a reloaded or restarted-with-another ``members``),
         ``last_view`` says how many of that list must agree on its successor (its
         acceptors: ``agreement.choose_proposal``) and how many of them are reachable: a
-        shrunk list can form no view until a majority of the old one takes part."""
+        shrunk list can form no view until a majority of the old one takes part.
+        ``not_counted``: the promisers of this node's latest round as coordinator whose
+        votes did not count (``agreement.counted_acceptors``: an earlier incarnation
+        than the latest view lists, or a state file begun after it), until a view is
+        installed."""
         m = self.membership
         live = m.alive_members(self._now)
         q: dict[str, Any] = {"needed": needed(self.members, self.config.expected_votes),
@@ -640,6 +646,8 @@ class Node:
                 "listed": len(known.potential),
                 "needed": needed(known.potential, self.config.expected_votes),
                 "reachable": len([n for n in live if n in known.potential])}
+        if m.uncounted:
+            q["not_counted"] = list(m.uncounted)
         return q
 
     @property

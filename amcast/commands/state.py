@@ -79,12 +79,15 @@ def as_dict(path: Path, s: DurableState) -> dict[str, Any]:
                     "after": None if proposal.prev is None else proposal.prev.view_id,
                     "held_cut": s.accepted_held}
     return {"file": str(path), "node": s.node_id, "incarnation": s.incarnation,
+            "origin": s.origin or None,
             "last_view": _view(s.known), "max_view_id": s.max_view_id,
             "promised": [s.promised.number, s.promised.node], "accepted": accepted}
 
 
 def describe(d: dict[str, Any]) -> list[str]:
-    lines = [f"{d['file']}: node {d['node']}, incarnation {d['incarnation']}"]
+    began = (f", the file begun at incarnation {d['origin']}" if d.get("origin")
+             else "")
+    lines = [f"{d['file']}: node {d['node']}, incarnation {d['incarnation']}{began}"]
     v = d["last_view"]
     if v is None:
         lines.append("  last view: none known (a first start, or one that never joined)")

@@ -131,6 +131,9 @@ def membership_report(st: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
             line += (f"; the last view (id {last.get('id')}) listed {last.get('nodes')}: "
                      f"{last.get('reachable')} of them reachable, {last.get('needed')} needed "
                      f"to agree on the next view{' (SHORT)' if short else ''}")
+        if q.get("not_counted"):
+            line += (f"; votes not counted (not the state the last view listed): "
+                     f"{q['not_counted']}")
         lines.append(line)
     if "keys" in st:
         lines.append(keys_line(st["keys"]))

@@ -164,6 +164,7 @@ def membership_bodies() -> list[bytes]:
         m.Prepare(ballot, (), None),
         m.Promise(ballot, one, 1, (promised, proposal), availability, settings, (1, 5), False),
         m.Promise(ballot, None, 0, None, None, other, None, True),
+        m.Promise(ballot, one, 1, None, None, settings, None, True, 1_700_000_000_001),
         m.Reject(ballot, promised, "stale", "ballot 3.1 < 4.2"),
         m.Accept(ballot, proposal, True),
         m.Accept(ballot, m.Proposal(one, None, ()), False),

@@ -69,6 +69,9 @@ pub enum Message<'a> {
         settings: Settings<'a>,
         last: Option<(i128, i128)>,
         held: bool,
+        /// The incarnation the promiser's state began with, where that can keep its
+        /// vote from counting; 0 where it cannot (an older daemon never says).
+        origin: i128,
     },
     Reject { ballot: Ballot, promised: Ballot, reason: &'a [u8], detail: &'a [u8] },
     Accept { ballot: Ballot, proposal: Proposal, holder_voted: bool },
@@ -296,8 +299,12 @@ pub fn decode_message<'a>(code: &Value<'a>, obj: &Value<'a>, limits: &Limits)
         _ => return Err(bad("membership message type")),
     };
     let body = read_list(obj, "membership body")?;
-    let optional_last = matches!(name, "accept" | "accepted"); // older daemons omit it
-    if body.len() != want && !(optional_last && body.len() == want - 1) {
+    // older daemons omit an ACCEPT's or ACCEPTED's last field; a PROMISE's origin is
+    // written only where it matters
+    let optional_last = matches!(name, "accept" | "accepted");
+    let optional_more = name == "promise";
+    if body.len() != want && !(optional_last && body.len() == want - 1)
+        && !(optional_more && body.len() == want + 1) {
         return Err(bad(format!("{name} arity")));
     }
     Ok(match name {
@@ -326,6 +333,11 @@ pub fn decode_message<'a>(code: &Value<'a>, obj: &Value<'a>, limits: &Limits)
                 settings: read_settings(&body[5], limits)?,
                 last: read_position(&body[6])?,
                 held,
+                origin: if body.len() == 8 {
+                    read_int(&body[7], 1, MAX_INCARNATION, "origin")?
+                } else {
+                    0
+                },
             }
         }
         "reject" => Message::Reject {
@@ -383,6 +395,9 @@ mod tests {
     fn checks_in_the_references_order() {
         assert_eq!(refusal(9, vec![]), "membership message type");
         assert_eq!(refusal(3, vec![Value::Nil; 2]), "promise arity");
+        // a PROMISE has 7 fields, or 8 with its origin
+        assert_eq!(refusal(3, vec![Value::Nil; 9]), "promise arity");
+        assert_eq!(refusal(3, vec![Value::Nil; 6]), "promise arity");
         // Python reads a PROMISE's vote, a PREPARE's candidates, a REFUSE's target first
         assert_eq!(refusal(3, vec![Value::Nil, Value::Nil, Value::Nil, Value::Int(1), Value::Nil,
                                    Value::Nil, Value::Nil]), "accepted is not an array");

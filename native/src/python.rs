@@ -417,7 +417,7 @@ impl<'py> Builder<'_, 'py> {
             Message::Prepare { ballot, candidates, known } => self.make(PREPARE, vec![
                 self.ballot(*ballot)?, self.members(candidates)?, self.view(known.as_ref())?]),
             Message::Promise { ballot, known, installed, accepted, availability, settings,
-                               last, held } => {
+                               last, held, origin } => {
                 let vote = match accepted {
                     Some((b, p)) => PyTuple::new(py, [self.ballot(*b)?, self.proposal(p)?])?
                         .into_any(),
@@ -426,7 +426,7 @@ impl<'py> Builder<'_, 'py> {
                 self.make(PROMISE, vec![
                     self.ballot(*ballot)?, self.view(known.as_ref())?, int(py, *installed)?,
                     vote, self.availability(availability.as_ref())?, self.settings(settings)?,
-                    self.position(*last)?, self.boolean(*held)?])
+                    self.position(*last)?, self.boolean(*held)?, int(py, *origin)?])
             }
             Message::Reject { ballot, promised, reason, detail } => self.make(REJECT, vec![
                 self.ballot(*ballot)?, self.ballot(*promised)?, text(py, reason),

@@ -41,7 +41,15 @@ could not.
 
 Safety comes from Paxos (two majorities of W's potential members meet, so a later
 round sees a possibly decided value and keeps it) and from the durable acceptor state
-(``durable``, which keeps whether the vote was a holder's); liveness from each node's
+(``durable``, which keeps whether the vote was a holder's). Paxos counts on one
+acceptor state per id, so a promiser whose state cannot be the one W's member with its
+id had does not count toward either majority (``counted_acceptors``): an incarnation
+older than the one W lists (the live daemon, while W holds a second daemon started with
+its id), or a record begun after that one (its state file lost, or a second daemon with
+that id). Such a promiser may still become a member of the new view. (Membership sweep
+seeds 730509 and 711817: a second daemon with the id of a member that was cut off, its
+state new, made a majority with one other member; the cut-off member and the third one
+later made another, and two views succeeded one.) Liveness comes from each node's
 failure detector (the lowest live node coordinates) and randomized back-off when
 ballots collide.
 """
@@ -86,6 +94,9 @@ class Round:
     proposal: Proposal | None = None
     acceptors: tuple[int, ...] = ()
     """Potential members whose majority decides (the previous view's)."""
+    counted: set[int] | None = None
+    """Promisers whose votes count toward deciding (``counted_acceptors``; ``None``:
+    all of them)."""
     expected: int | None = None
     retry_at: float = 0.0
     heard_in_view: set[int] = field(default_factory=set)
@@ -94,7 +105,8 @@ class Round:
         """Phase 2 is over: a majority of ``acceptors`` voted for the proposal and, if its
         cut needs one, a holder did (``needs_holder``)."""
         assert self.proposal is not None
-        return (has_quorum(self.accepted, self.acceptors, expected_votes)
+        votes = self.accepted if self.counted is None else self.accepted & self.counted
+        return (has_quorum(votes, self.acceptors, expected_votes)
                 and (bool(self.holders) or not needs_holder(self.proposal)))
 
     def waiting_for(self) -> set[int]:
@@ -113,6 +125,26 @@ def latest_known(promises: dict[int, Promise], own: ViewRecord | None) -> ViewRe
         if p.known is not None and (best is None or p.known.view_id > best.view_id):
             best = p.known
     return best
+
+
+def counted_acceptors(promises: dict[int, Promise], incarnations: dict[int, int],
+                      known: ViewRecord | None) -> set[int]:
+    """Promisers that count toward deciding the successor of ``known``: every one whose
+    id ``known`` does not list, and those whose incarnation (``incarnations``) is the
+    one ``known`` lists or a later one whose record began by then (``Promise.origin``;
+    0, not said, counts as ever). An earlier incarnation than the listed one is another
+    daemon than the one that took part in ``known`` (the listed one took its id while
+    it was away), and a record begun after the listed incarnation lost what that one
+    may have promised or accepted: neither is the acceptor ``known``'s member was."""
+    if known is None:
+        return set(promises)
+    counted = set()
+    for node, p in promises.items():
+        listed = known.member(node)
+        if listed is None or (incarnations[node] >= listed.incarnation
+                              and p.origin <= listed.incarnation):
+            counted.add(node)
+    return counted
 
 
 def needs_holder(proposal: Proposal) -> bool:
@@ -154,16 +186,18 @@ def unheard_holders(proposal: Proposal, promises: dict[int, Promise],
 
 
 def _may_be_chosen(proposal: Proposal, promises: dict[int, Promise],
-                   acceptors: tuple[int, ...], expected_votes: int | None) -> bool:
+                   acceptors: tuple[int, ...], expected_votes: int | None,
+                   counted: set[int]) -> bool:
     """Could ``proposal`` have been decided? A majority of ``acceptors`` could have
     accepted it (those that promised and report it, plus every acceptor we did not hear
-    from) and, if it needs one, a holder could have voted for it (one reports it, or a
-    member of both views was not heard from). (If a value was chosen, every later
-    proposal carries it, so its acceptors in our quorum report it, whatever ballot they
-    last accepted; only the highest-ballot value can be the chosen one.)"""
-    unheard = set(acceptors) - set(promises)
+    from, or heard only from a promiser that does not count: ``counted``) and, if it
+    needs one, a holder could have voted for it (one reports it, or a member of both
+    views was not heard from). (If a value was chosen, every later proposal carries it,
+    so its acceptors in our quorum report it, whatever ballot they last accepted; only
+    the highest-ballot value can be the chosen one.)"""
+    unheard = set(acceptors) - counted
     support = {node for node, p in promises.items()
-               if p.accepted is not None and p.accepted[1] == proposal}
+               if node in counted and p.accepted is not None and p.accepted[1] == proposal}
     if not has_quorum(support | unheard, acceptors, expected_votes):
         return False
     if not needs_holder(proposal):
@@ -190,6 +224,9 @@ def choose_proposal(
     acceptors = known.potential if known is not None else potential
     if not has_quorum(promises, acceptors, expected_votes):
         return None, "no_quorum_of_promises"
+    counted = counted_acceptors(promises, incarnations, known)
+    if not has_quorum(counted, acceptors, expected_votes):
+        return None, "no_quorum_of_counted_promises"
     prev_id = known.view_id if known is not None else 0
     best: tuple[Ballot, Proposal] | None = None
     for p in promises.values():
@@ -198,7 +235,8 @@ def choose_proposal(
         ballot, proposal = p.accepted
         if proposal.view.prev_id == prev_id and (best is None or ballot > best[0]):
             best = (ballot, proposal)
-    if best is not None and _may_be_chosen(best[1], promises, acceptors, expected_votes):
+    if best is not None and _may_be_chosen(best[1], promises, acceptors, expected_votes,
+                                           counted):
         return best[1], "reproposed"
     members = tuple(
         Member(node, incarnations[node]) for node in sorted(promises) if node not in leaving

@@ -10,8 +10,13 @@ before sending what the Node produced in the same step.
 ``incarnation`` distinguishes a restarted daemon from its previous life: at start it is
 ``max(previous + 1, floor)``, where the caller's floor is the wall clock in
 milliseconds, so a daemon whose state file was lost still starts with a fresh, larger
-incarnation (and proposes view ids above it). The encoding is msgpack with a version
-field; ``decode`` refuses anything else with ``ConfigurationError``.
+incarnation (and proposes view ids above it). ``origin`` is the incarnation the record
+began with (``first``): a daemon whose state began after a view that listed its id has
+lost what an earlier life of that id may have promised in it (or is a second daemon
+with that id), so its vote does not count toward deciding that view's successor
+(``agreement.counted_acceptors``). The encoding is msgpack with a version field (a
+record of an older release, without ``origin``, reads as origin 0: it counts as ever);
+``decode`` refuses anything else with ``ConfigurationError``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,16 @@ class DurableState:
     """The latest view this node installed or learned was decided."""
     max_view_id: int = 0
     """The highest view id this node has seen proposed or installed."""
+    origin: int = 0
+    """The incarnation this record began with (``first``); 0: not recorded (a record
+    of an older release, or agreed out of band with an initial view)."""
+
+    @staticmethod
+    def first(node_id: int, floor: int) -> DurableState:
+        """The record of a daemon that starts with none: its first incarnation is the
+        record's origin."""
+        incarnation = min(max(1, floor), MAX_INCARNATION)
+        return DurableState(node_id, incarnation, origin=incarnation)
 
     def restarted(self, floor: int) -> DurableState:
         """The state of the next incarnation."""
@@ -63,6 +78,8 @@ class DurableState:
             accepted = accepted_obj(self.accepted, self.accepted_held)
         obj = [FORMAT, self.node_id, self.incarnation, [self.promised.number, self.promised.node],
                accepted, view_obj(self.known), self.max_view_id]
+        if self.origin:
+            obj.append(self.origin)
         return msgpack.packb(obj, use_bin_type=True)
 
     @staticmethod
@@ -70,7 +87,7 @@ class DurableState:
         """Read a persisted record; ``ConfigurationError`` if it is not ours or is damaged."""
         try:
             obj: Any = msgpack.unpackb(data, raw=True, strict_map_key=True, max_str_len=0)
-            if type(obj) is not list or len(obj) != 7 or obj[0] != FORMAT:
+            if type(obj) is not list or len(obj) not in (7, 8) or obj[0] != FORMAT:
                 raise DecodeError("bad_state", "format")
             limits = WireLimits()
             accepted, held = read_accepted(obj[4], limits)
@@ -80,6 +97,7 @@ class DurableState:
                 promised=read_ballot(obj[3]), accepted=accepted, accepted_held=held,
                 known=read_view(obj[5], limits),
                 max_view_id=read_int(obj[6], 0, MAX_VIEW_ID, "max view id"),
+                origin=read_int(obj[7], 1, MAX_INCARNATION, "origin") if len(obj) == 8 else 0,
             )
         except (DecodeError, ValueError, TypeError, IndexError) as exc:
             raise ConfigurationError(f"the membership state file is damaged ({exc})") from None

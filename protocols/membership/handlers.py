@@ -123,7 +123,21 @@ def promise(layer: MembershipLayer, ballot: Ballot, now: float) -> Promise | Rej
     if layer.session is not None and layer.view is not None:
         availability = layer.session.reliable.availability(layer.cfg.max_held_report)
     return Promise(ballot, d.known, layer.view.view_id if layer.view else 0, d.accepted,
-                   availability, layer.settings, layer.last_delivered, d.accepted_held)
+                   availability, layer.settings, layer.last_delivered, d.accepted_held,
+                   said_origin(d))
+
+
+def said_origin(d: DurableState) -> int:
+    """The origin a promise says (``Promise.origin``), where it can keep the vote from
+    counting (``agreement.counted_acceptors``): in the first life of the record, and
+    where the latest view it knows lists this id at an incarnation from before the
+    record began. Elsewhere 0, the promise older daemons read."""
+    if not d.origin:
+        return 0
+    if d.origin == d.incarnation:
+        return d.origin
+    listed = d.known.member(d.node_id) if d.known is not None else None
+    return d.origin if listed is not None and listed.incarnation < d.origin else 0
 
 
 def on_promise(

@@ -116,6 +116,8 @@ from .agreement import (
     Round,
     TreeFor,
     choose_proposal,
+    counted_acceptors,
+    latest_known,
     may_hold,
     reported_holders,
     unheard_holders,
@@ -308,6 +310,9 @@ class MembershipLayer:
         """A vote held back until we learn how our view (the last field) ended:
         ``handlers.vote_after_history``."""
         self.blocked: Blocked | None = None
+        self.uncounted: tuple[int, ...] = ()
+        """Promisers of our latest round whose votes did not count
+        (``agreement.counted_acceptors``): what ``Node.quorum`` reports."""
         self.lagging: tuple[Ballot, dict[int, int]] = (ZERO_BALLOT, {})
         """Promisers of the latest ballot whose installed view we hold the decision of."""
         self.make_session: SessionFactory = _no_factory
@@ -994,6 +999,7 @@ class MembershipLayer:
         old_view = self.view
         new = proposal.view
         previous = proposal.prev
+        self.uncounted = ()
         if closed is not None:
             before = closed.messages_delivered
             frozen_at = self.promised_at if self.promised_at is not None else now
@@ -1100,6 +1106,9 @@ class MembershipLayer:
         assert r is not None
         self._hold_back_silent_joiners(r, now)
         incarnations = {node: r.candidates[node].incarnation for node in r.promises}
+        counted = counted_acceptors(r.promises, incarnations,
+                                    latest_known(r.promises, self.durable.known))
+        self.uncounted = tuple(sorted(set(r.promises) - counted))
         proposal, why = choose_proposal(
             promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),
             incarnations=incarnations, potential=self.potential,
@@ -1119,6 +1128,7 @@ class MembershipLayer:
             # we missed a decision: who knows it sends it (handlers.note_lagging)
             self.send_message(own)
         r.acceptors = known.potential if known is not None else self.potential
+        r.counted = counted
         self._note_blocked(r, why, now)
         r.deadline = now + self.cfg.flush_timeout
         r.retry_at = now + self.cfg.membership_retry

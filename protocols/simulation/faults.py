@@ -204,9 +204,11 @@ def impostor_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     stopped; half the time another member then crashes (it restarts three times in
     four, and always where staying down would leave no majority with those the plan
     leaves down: that is beyond the fault model): the sequence that once wedged a
-    cluster, the view change after a refused daemon. (A member that is itself away,
-    crashed, paused or cut off, while a daemon with its id starts may find that one
-    taken in for it; that takeover is not what this plan checks.)"""
+    cluster, the view change after a refused daemon. (A partition of ``plan`` cuts
+    off every member it does not group, the claimed one too, so that one may be cut off
+    from the others while the second daemon, which reaches every side, runs: they may
+    take it for the claimed member's restart, and its vote must not decide a view that
+    lists that member, ``agreement.counted_acceptors``.)"""
     end = max((f.at + f.duration for f in plan), default=0.5)
     touched = {i for f in plan for i in f.nodes} | {
         i for f in plan for g in f.groups for i in g}

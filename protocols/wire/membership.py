@@ -10,7 +10,9 @@ vocabulary. A membership datagram is ``[5, sender, view, incarnation, type, body
   members also send it when they leave gracefully (``leaving = True``).
 - ``PREPARE`` / ``PROMISE`` / ``REJECT``: phase 1 of the view agreement (a ballot, the
   candidate members; each candidate freezes its view and answers with what it knows,
-  what it accepted, and the vertices it holds of its view: its *availability*).
+  what it accepted, and the vertices it holds of its view: its *availability*; a
+  promiser whose membership state began after a view that lists its id says so: its
+  *origin*).
 - ``ACCEPT`` / ``ACCEPTED``: phase 2 (the proposal: next view and the cut that closes
   the previous one; a member answers once it holds everything up to the cut; a vote
   may say whether its voter is a *holder*: a member of both views with every vertex up
@@ -190,6 +192,11 @@ class Promise:
     """The promiser's vote for ``accepted`` was a holder's (``agreement.needs_holder``), or
     the proposal needs none. ``True`` where a daemon of an older version did not say:
     such a vote may have been a holder's."""
+    origin: int = 0
+    """The incarnation the promiser's membership state began with, written where it can
+    keep the promiser's vote from counting (``agreement.counted_acceptors``: a state
+    begun after the view being succeeded listed the promiser's id); 0 where it cannot,
+    and from daemons of older versions, which never say."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +316,8 @@ def encode_message(msg: Message) -> tuple[int, list[Any]]:
                      [[h.origin, h.seq, _pairs(h.acks)] for h in a.held]]
         body = [_ballot(msg.ballot), view_obj(msg.known), msg.installed_id, accepted, avail,
                 _settings(msg.settings), _position(msg.last_delivered)]
+        if msg.origin:  # only where it matters: older daemons drop a promise that says
+            body.append(msg.origin)
     elif isinstance(msg, Reject):
         body = [_ballot(msg.ballot), _ballot(msg.promised), msg.reason.encode("ascii"),
                 msg.detail.encode("ascii", "replace")[:200]]
@@ -483,8 +492,12 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
     body = read_list(obj, "membership body")
     arity = {MsgType.JOIN: 4, MsgType.PREPARE: 3, MsgType.PROMISE: 7, MsgType.REJECT: 4,
              MsgType.ACCEPT: 3, MsgType.ACCEPTED: 3, MsgType.INSTALL: 2, MsgType.REFUSE: 3}
-    optional_last = kind in (MsgType.ACCEPT, MsgType.ACCEPTED)  # older daemons omit it
-    if len(body) != arity[kind] and not (optional_last and len(body) == arity[kind] - 1):
+    # older daemons omit an ACCEPT's or ACCEPTED's last field; a PROMISE's origin is
+    # written only where it matters
+    optional_last = kind in (MsgType.ACCEPT, MsgType.ACCEPTED)
+    optional_more = kind is MsgType.PROMISE
+    if (len(body) != arity[kind] and not (optional_last and len(body) == arity[kind] - 1)
+            and not (optional_more and len(body) == arity[kind] + 1)):
         raise DecodeError("bad_field", f"{kind.name.lower()} arity")
     if kind is MsgType.JOIN:
         return Join(_read_settings(body[0], limits),
@@ -498,7 +511,8 @@ def decode_message(code: Any, obj: Any, limits: WireLimits) -> Message:
         return Promise(read_ballot(body[0]), read_view(body[1], limits),
                        read_int(body[2], 0, MAX_VIEW_ID, "installed view"), accepted,
                        _read_availability(body[4], limits), _read_settings(body[5], limits),
-                       _read_position(body[6]), held)
+                       _read_position(body[6]), held,
+                       read_int(body[7], 1, MAX_INCARNATION, "origin") if len(body) == 8 else 0)
     if kind is MsgType.REJECT:
         return Reject(read_ballot(body[0]), read_ballot(body[1]),
                       read_text(body[2], "reason"), read_text(body[3], "detail"))

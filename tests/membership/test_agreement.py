@@ -19,6 +19,7 @@ from amcast.protocols.membership.agreement import (
     PREPARE,
     Round,
     choose_proposal,
+    counted_acceptors,
     latest_known,
     may_hold,
     needs_holder,
@@ -45,20 +46,23 @@ V5 = ViewRecord(5, tuple(Member(n, 1) for n in (1, 2, 3, 4)), POTENTIAL, 4)
 
 def promise(known: ViewRecord | None, installed: int = 0,
             accepted: tuple[Ballot, Proposal] | None = None,
-            availability: Availability | None = None, *, held: bool = True) -> Promise:
+            availability: Availability | None = None, *, held: bool = True,
+            origin: int = 0) -> Promise:
     if installed == 0 and known is not None:
         installed = known.view_id
     return Promise(Ballot(20, 1), known, installed, accepted, availability, SETTINGS, None,
-                   held)
+                   held, origin)
 
 
 def choose(promises: dict[int, Promise], *, own_known: ViewRecord | None = V5,
            leaving: set[int] | None = None, potential: tuple[int, ...] = POTENTIAL,
            expected_votes: int | None = None, min_view_id: int = 0,
+           incarnations: dict[int, int] | None = None,
            ) -> tuple[Proposal | None, str]:
     return choose_proposal(
         promises=promises, own_known=own_known, leaving=leaving or set(),
-        incarnations=INCARNATIONS, potential=potential, expected_votes=expected_votes,
+        incarnations=incarnations or INCARNATIONS, potential=potential,
+        expected_votes=expected_votes,
         min_view_id=min_view_id,
     )
 
@@ -104,6 +108,37 @@ def test_without_a_quorum_of_promises_nothing_is_proposed() -> None:
     # expected votes raise the bar
     proposal, why = choose({n: promise(V5) for n in (1, 2, 3)}, expected_votes=7)
     assert proposal is None and why == "no_quorum_of_promises"
+
+
+def test_a_promiser_that_is_not_the_acceptor_the_known_view_listed_does_not_count() -> None:
+    """V5 lists nodes 1 to 4 at incarnation 1. A promiser whose state began after that
+    (origin 13: its file was lost, or it is a second daemon with node 3's id) or an
+    earlier incarnation than the listed one does not count toward the majority; it may
+    still be a member of the new view. A record begun by then, an id V5 does not list
+    and a promise that does not say (origin 0) count."""
+    three = {1: promise(V5), 2: promise(V5), 3: promise(V5, origin=13)}
+    assert counted_acceptors(three, INCARNATIONS, V5) == {1, 2}
+    assert choose(three) == (None, "no_quorum_of_counted_promises")
+    earlier = {**INCARNATIONS, 3: 0}
+    assert counted_acceptors({n: promise(V5) for n in (1, 2, 3)}, earlier, V5) == {1, 2}
+    assert choose({n: promise(V5) for n in (1, 2, 3)}, incarnations=earlier) == (
+        None, "no_quorum_of_counted_promises")
+    proposal, why = choose({**three, 4: promise(V5)})
+    assert why == "new" and proposal is not None and Member(3, 13) in proposal.view.members
+    assert counted_acceptors({3: promise(V5, origin=1), 5: promise(V5, origin=15)},
+                             INCARNATIONS, V5) == {3, 5}
+    assert counted_acceptors(three, INCARNATIONS, None) == {1, 2, 3}  # a first view
+
+
+def test_a_promiser_that_does_not_count_is_one_not_heard_from_for_reproposals() -> None:
+    """Its state may have lost a vote: an accepted proposal that the acceptor with its
+    id may have voted for is proposed again."""
+    accepted = successor(7, (1, 2, 3, 4), V5, {1: 9, 2: 9, 3: 9, 4: 9})
+    promises = {1: promise(V5, accepted=(Ballot(15, 2), accepted)), 2: promise(V5),
+                3: promise(V5), 4: promise(V5)}
+    assert choose(promises)[1] == "new"  # support: node 1 and node 5: 2 of 5
+    promises[4] = promise(V5, origin=14)  # support: nodes 1, 4 and 5
+    assert choose(promises) == (accepted, "reproposed")
 
 
 def test_a_new_proposal() -> None:
@@ -274,6 +309,8 @@ def test_a_majority_of_votes_decides_only_with_a_holders_among_them() -> None:
                   proposal=successor(7, (1, 2, 3), V5), acceptors=POTENTIAL, accepted={1, 3, 4})
     assert empty.decided(None)  # a cut of zeros needs no holder
     assert not empty.decided(7)  # expected votes still raise the bar
+    empty.counted = {1, 3}  # node 4's vote does not count (``counted_acceptors``)
+    assert not empty.decided(None)
 
 
 def test_a_proposal_a_holder_did_or_may_have_voted_for_is_proposed_again() -> None:

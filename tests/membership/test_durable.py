@@ -25,7 +25,8 @@ FIRST = DurableState(
     accepted=(Ballot(1, 1), Proposal(ViewRecord.agreed([1, 2, 3]), None, ())), known=None,
 )
 STATES = [DurableState(node_id=0), DurableState(node_id=2**32 - 1, incarnation=2**63 - 1),
-          FULL, FIRST, replace(FULL, accepted_held=False)]
+          FULL, FIRST, replace(FULL, accepted_held=False),
+          replace(FULL, origin=1_700_000_000_001)]
 FUZZ = settings(max_examples=2000, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
@@ -62,6 +63,20 @@ def test_restarted_takes_the_larger_of_previous_plus_one_and_the_floor() -> None
     assert DurableState(node_id=1).restarted(0).incarnation == 1
 
 
+def test_a_first_record_begins_at_its_incarnation_and_keeps_that_origin() -> None:
+    """``origin`` is the incarnation a record began with: a restart keeps it, and a
+    record of an older release (seven fields) reads as origin 0, counted as ever."""
+    first = DurableState.first(2, 1_700_000_000_000)
+    assert (first.incarnation, first.origin, first.known) == (
+        1_700_000_000_000, 1_700_000_000_000, None)
+    assert DurableState.first(2, 0).origin == 1
+    again = first.restarted(1_700_000_000_500)
+    assert (again.incarnation, again.origin) == (1_700_000_000_500, 1_700_000_000_000)
+    assert DurableState.decode(again.encode(), 2) == again
+    assert len(msgpack.unpackb(FULL.encode())) == 7  # no origin: the older record
+    assert DurableState.decode(FULL.encode(), 2).origin == 0
+
+
 def damaged(data: bytes, node_id: int = 2) -> None:
     """Decoding ``data`` either yields a state of ``node_id`` or raises ConfigurationError."""
     try:
@@ -77,7 +92,10 @@ def damaged(data: bytes, node_id: int = 2) -> None:
     [
         None, 1, [], [FORMAT], [FORMAT + 1, 2, 1, [0, 0], None, None, 0],
         [FORMAT, 2, 1, [0, 0], None, None],  # arity
-        [FORMAT, 2, 1, [0, 0], None, None, 0, 0],
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 0],  # origin 0 is never written
+        [FORMAT, 2, 1, [0, 0], None, None, 0, -4],  # negative origin
+        [FORMAT, 2, 1, [0, 0], None, None, 0, b"1"],  # origin not an int
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, 1],  # arity
         [FORMAT, 2, b"1", [0, 0], None, None, 0],  # incarnation not an int
         [FORMAT, 2, 1, [0, 0], None, None, 1.5],  # max_view_id not an int
         [FORMAT, 2, 1, [0], None, None, 0],  # ballot arity

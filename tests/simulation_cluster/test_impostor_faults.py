@@ -151,12 +151,21 @@ def test_the_impostor_plan_leaves_a_majority_up() -> None:
     assert outcome.violations == ()
 
 
-@pytest.mark.xfail(strict=True, reason="open: two successors of one view with an "
-                   "impostor (docs/membership.md, 'Known open counterexamples')")
 @pytest.mark.parametrize(("seed", "ordering"), [(730509, "toto"), (711817, "combining")])
-def test_impostor_counterexamples_two_successors(seed: int, ordering: str) -> None:
-    """Two seeds of the impostor sweep (n = 3) in which two different views both
-    succeed one view: kept as counterexamples until fixed; the check stays as it is."""
+def test_a_new_state_with_a_members_id_never_decides_a_second_successor(
+        seed: int, ordering: str) -> None:
+    """Two seeds of the impostor sweep (n = 3) in which, before, two different views
+    both succeeded one view: a partition cut every member off from the others, and the
+    second daemon (started with the id of one of them, its state new) reached them all.
+    With one other member it made a majority of ids and decided a successor; the member
+    whose id it had, with the third one, later decided another. The second daemon's
+    vote no longer counts for the successor of a view that lists its id at an earlier
+    incarnation (``agreement.counted_acceptors``)."""
+    point = membership_point(seed, n_range=(3, 8), impostor_faults=True)
+    partition = next(f for f in point.plan if f.kind == "partition")
+    assert point.claimed is not None and point.n == 3
+    assert all((point.claimed, other) in partition.links(range(point.n))
+               for other in range(point.n) if other != point.claimed)
     outcome = seed_outcome(seed, n_range=(3, 8), messages_per_node=12, ordering=ordering,
                            impostor_faults=True)
     assert outcome.violations == ()

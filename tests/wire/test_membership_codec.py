@@ -82,6 +82,7 @@ SAMPLES: list[Message] = [
     Promise(Ballot(9, 1), V4, 3, (Ballot(8, 2), PROPOSAL), AVAIL, SETTINGS, (3, 5)),
     Promise(Ballot(1, 1), None, 0, (Ballot(1, 1), FIRST), None, SETTINGS, None),
     Promise(Ballot(9, 1), V4, 4, (Ballot(8, 2), PROPOSAL), None, SETTINGS, (4, 0), False),
+    Promise(Ballot(9, 1), V4, 4, None, None, SETTINGS, None, True, 1_700_000_000_001),
     Reject(Ballot(9, 1), Ballot(11, 2), "stale_ballot", "promised 11.2"),
     Reject(Ballot(0, 0), Ballot(0, 0), "", ""),
     Accept(Ballot(9, 1), PROPOSAL),
@@ -151,6 +152,25 @@ def test_votes_of_older_daemons_that_do_not_say_whether_they_held_the_cut() -> N
     assert len(accept) == 2
     with pytest.raises(DecodeError, match="holder voted"):
         decode(sealed(MsgType.ACCEPT, [*accept, 1]), KEYED, LIMITS)
+
+
+def test_a_promise_says_its_origin_only_where_it_matters() -> None:
+    """Older daemons read a PROMISE of seven fields and drop one of eight: the origin is
+    written only when it is not 0, and an explicit 0 or a ninth field is refused."""
+    def sealed(body: list[object]) -> bytes:
+        return KEYED.seal(msgpack.packb([5, 1, 0, 1, int(MsgType.PROMISE), body],
+                                        use_bin_type=True), WALL_MS)
+
+    plain = Promise(Ballot(9, 1), V4, 4, None, None, SETTINGS, None)
+    _, body = encode_message(plain)
+    assert len(body) == 7
+    _, said = encode_message(replace(plain, origin=77))
+    assert len(said) == 8 and said[7] == 77
+    back = decode(sealed(said), KEYED, LIMITS)
+    assert isinstance(back, MembershipDatagram) and back.message == replace(plain, origin=77)
+    for bad in ([*body, 0], [*body, -1], [*body, b"7"], [*said, 1]):
+        with pytest.raises(DecodeError, match=r"origin|arity"):
+            decode(sealed(bad), KEYED, LIMITS)
 
 
 def test_long_or_non_ascii_details_are_clipped_and_replaced_on_encode() -> None:
@@ -310,7 +330,7 @@ def test_unknown_message_type_and_wrong_arity(code: object) -> None:
     with pytest.raises(DecodeError):
         decode(data, KEYED, LIMITS)
     for t in MsgType:
-        for extra in ([], [None] * 8):
+        for extra in ([], [None] * 9):
             data = KEYED.seal(msgpack.packb([5, 1, 0, 1, int(t), extra]), WALL_MS)
             with pytest.raises(DecodeError, match="arity"):
                 decode(data, KEYED, LIMITS)
