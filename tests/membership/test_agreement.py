@@ -12,6 +12,8 @@ coordinator's potential members.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from amcast.protocols.membership.agreement import (
     ACCEPT,
@@ -25,6 +27,8 @@ from amcast.protocols.membership.agreement import (
     needs_holder,
     reported_holders,
 )
+from amcast.protocols.membership.durable import DurableState
+from amcast.protocols.membership.handlers import said_origin
 from amcast.protocols.membership.quorum import has_quorum, needed
 from amcast.protocols.wire.membership import (
     Availability,
@@ -128,6 +132,20 @@ def test_a_promiser_that_is_not_the_acceptor_the_known_view_listed_does_not_coun
     assert counted_acceptors({3: promise(V5, origin=1), 5: promise(V5, origin=15)},
                              INCARNATIONS, V5) == {3, 5}
     assert counted_acceptors(three, INCARNATIONS, None) == {1, 2, 3}  # a first view
+
+
+def test_a_promise_says_its_origin_only_where_it_can_keep_the_vote_from_counting() -> None:
+    """``said_origin``: in the first life of a state file, or where the view it knows
+    lists this id from before the file began; else 0, the promise older daemons read."""
+    first = DurableState.first(3, 500)
+    assert said_origin(first) == 500
+    assert said_origin(first.restarted(600)) == 0  # a restart of a file begun at 500
+    listed_before = replace(first.restarted(600), known=V5)  # V5 lists node 3 at 1
+    assert said_origin(listed_before) == 500
+    listed_since = replace(listed_before, known=ViewRecord(
+        6, (Member(1, 1), Member(3, 600)), POTENTIAL, 5))
+    assert said_origin(listed_since) == 0
+    assert said_origin(DurableState(3, incarnation=7, known=V5)) == 0  # an older file
 
 
 def test_a_promiser_that_does_not_count_is_one_not_heard_from_for_reproposals() -> None:
