@@ -95,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     faults.add_argument("--impostor-faults", action="store_true",
                         help="a second daemon started with a member's id, then stopped, "
                              "often followed by a member's crash, per seed (membership)")
+    faults.add_argument("--state-loss-faults", action="store_true",
+                        help="a member that loses its state directory and starts again "
+                             "without it, per seed (membership)")
     faults.add_argument("--core", choices=sorted(CORE_MIXES),
                         help="the data path's core of every node: native or pure, or mixed "
                              "(native and pure alternating); default: AMCAST_CORE "
@@ -155,7 +158,8 @@ def run_membership(args: argparse.Namespace) -> int:
         messages_per_node=args.messages * 3, progress=_progress(args), jobs=args.jobs,
         read_batching=args.read_batching_ms / 1000, disk_faults=args.disk_faults,
         deaf_faults=args.deaf_faults, clock_faults=args.clock_faults,
-        impostor_faults=args.impostor_faults, ordering=args.ordering,
+        impostor_faults=args.impostor_faults, state_loss_faults=args.state_loss_faults,
+        ordering=args.ordering,
         cores=CORE_MIXES[args.core] if args.core is not None else None)
     ok = report.pop("ok")
     print_report(report, as_json=args.json)
@@ -222,6 +226,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "duplicate": ("faults",), "reorder": ("faults",), "rule": ("faults",),
     "disk_faults": ("membership",), "deaf_faults": ("membership",),
     "clock_faults": ("membership",), "impostor_faults": ("membership",),
+    "state_loss_faults": ("membership",),
     "jobs": ("membership",), "core": ("membership",), "protocol": ("multigroup",),
     "ordering": ("membership",),
 }

@@ -334,6 +334,12 @@ class Cluster:
                 if i in self.nodes:
                     self._end(i)
                 self._start(i)
+        elif kind == "lose_state":  # its state directory lost: it starts with none
+            for i in nodes:
+                self.disk.pop(i, None)
+                if i in self.nodes:
+                    self._end(i)
+                    self._start(i)
         elif kind == "start":
             for i in nodes:
                 if i in self.nodes and self.nodes[i].leaving_started:

@@ -37,7 +37,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-KINDS = ("crash", "restart", "start", "pause", "leave", "partition", "disk_full", "clock_step")
+KINDS = ("crash", "restart", "start", "pause", "leave", "partition", "disk_full", "clock_step",
+         "lose_state")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +191,24 @@ def clock_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
     if rng.random() < 0.4:
         faults.append(Fault(at + rng.uniform(0.2, 0.8) * duration, "restart", (node,)))
     return faults
+
+
+def state_loss_fault_plan(rng: random.Random, n: int, plan: Sequence[Fault], *,
+                         claimed: int | None = None) -> list[Fault]:
+    """One member loses its state directory somewhere in ``plan``'s span: it stops, and
+    starts again with no state file (if it is down then, the file is gone when it next
+    starts). Until a view lists it in that life its vote does not count
+    (``agreement.counted_acceptors``), so the plan picks a member it does not leave down
+    and loses a state only where the others it leaves up (and not ``claimed``, the id a
+    second daemon may have taken: its real member may not count either) still make a
+    majority: beyond that no view may form, by design, and liveness is not what is
+    checked. ``[]`` where no member qualifies."""
+    down = down_at_end(plan) | ({claimed} if claimed is not None else set())
+    if len(down) + 1 > (n - 1) // 2:
+        return []
+    node = rng.choice([i for i in range(n) if i not in down])
+    end = max((f.at + f.duration for f in plan), default=0.5)
+    return [Fault(rng.uniform(0.3, max(0.5, end)), "lose_state", (node,))]
 
 
 IMPOSTOR_ENDPOINT = 1000

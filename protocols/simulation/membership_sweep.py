@@ -31,6 +31,7 @@ from .faults import (
     disk_fault_plan,
     impostor_fault_plan,
     random_plan,
+    state_loss_fault_plan,
 )
 from .network import LinkFaults, NetworkConfig
 
@@ -56,9 +57,11 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
                      kinds: Sequence[str] | None = None,
                      disk_faults: bool = False, deaf_faults: bool = False,
                      clock_faults: bool = False,
-                     impostor_faults: bool = False) -> MembershipPoint:
+                     impostor_faults: bool = False,
+                     state_loss_faults: bool = False) -> MembershipPoint:
     """``impostor_faults`` adds a second daemon with a member's id, started and
-    stopped (``faults.impostor_fault_plan``), ``disk_faults`` a full disk at one node
+    stopped (``faults.impostor_fault_plan``), ``state_loss_faults`` a member that loses
+    its state directory (``faults.state_loss_fault_plan``), ``disk_faults`` a full disk at one node
     (``faults.disk_fault_plan``),
     ``deaf_faults`` a node that hears nothing but is heard (``faults.deaf_fault_plan``),
     ``clock_faults`` a node whose clock is off for a while (``faults.clock_fault_plan``),
@@ -80,6 +83,9 @@ def membership_point(seed: int, *, n_range: tuple[int, int] = (3, 7),
     if impostor_faults:
         claimed, more = impostor_fault_plan(random.Random(seed * 3911 + 13), n, plan)
         plan += more
+    if state_loss_faults:
+        plan += state_loss_fault_plan(random.Random(seed * 8191 + 11), n, plan,
+                                      claimed=claimed)
     return MembershipPoint(seed, n, loss, rule, tuple(plan), claimed)
 
 
@@ -97,7 +103,10 @@ def run_membership_point(point: MembershipPoint, *, messages_per_node: int = 40,
     # then start there too); other seeds keep the clock at 0, as ever
     # (an impostor's incarnation, too, comes from the wall clock, as in the daemon: two
     # daemons started at different times differ)
-    stepped = any(f.kind == "clock_step" for f in point.plan) or point.claimed is not None
+    # (and a state directory lost: the daemon's next incarnation, with no file to go
+    # on, is the wall clock's)
+    stepped = (any(f.kind in ("clock_step", "lose_state") for f in point.plan)
+               or point.claimed is not None)
     cluster = Cluster(point.n, seed=point.seed, node_config=cfg, network=net,
                       bootstrap="join", read_batching=read_batching, cores=cores,
                       wall_clock=WALL_CLOCK if stepped else None,
@@ -125,13 +134,15 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
                  messages_per_node: int = 40, read_batching: float = 0.0,
                  disk_faults: bool = False, deaf_faults: bool = False,
                  clock_faults: bool = False, impostor_faults: bool = False,
+                 state_loss_faults: bool = False,
                  ordering: str = "toto", cores: Sequence[str] | None = None) -> SeedOutcome:
     """``ordering``: ``NodeConfig.ordering`` of every node (the swap orderings of
     ``protocols/swap`` in place of the seed's ToTo rule); ``cores``: each node's
     data-path core (``Cluster``)."""
     point = membership_point(seed, n_range=n_range, max_loss=max_loss,
                              disk_faults=disk_faults, deaf_faults=deaf_faults,
-                             clock_faults=clock_faults, impostor_faults=impostor_faults)
+                             clock_faults=clock_faults, impostor_faults=impostor_faults,
+                             state_loss_faults=state_loss_faults)
     result = run_membership_point(point, messages_per_node=messages_per_node,
                                   read_batching=read_batching, cores=cores,
                                   settings={"ordering": ordering} if ordering != "toto" else None)
@@ -150,7 +161,7 @@ def seed_outcome(seed: int, *, n_range: tuple[int, int] = (3, 7), max_loss: floa
     totals["refused for their send time"] += (result.drops.get("stale", 0)
                                               + result.drops.get("future", 0))
     totals["refused as a duplicate id"] += result.drops.get("refused_incarnation", 0)
-    if deaf_faults and not impostor_faults:  # its fault is the plan's last
+    if deaf_faults and not impostor_faults and not state_loss_faults:  # the plan's last
         totals["deaf views"] += views_during(result, point.plan[-1])
     plan = "; ".join(f.describe() for f in point.plan)
     bad = tuple(
@@ -174,6 +185,7 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
               max_loss: float = 0.2, read_batching: float = 0.0,
               disk_faults: bool = False, deaf_faults: bool = False,
               clock_faults: bool = False, impostor_faults: bool = False,
+              state_loss_faults: bool = False,
               cores: Sequence[str] | None = None) -> dict:
     """The sweep's report dict (``amcast.report``) from per-seed outcomes."""
     faults: Counter[str] = Counter()
@@ -194,6 +206,8 @@ def summarize(outcomes: Sequence[SeedOutcome], *, n_range: tuple[int, int] = (3,
                  + (", a node that hears nothing but is heard per seed" if deaf_faults else "")
                  + (", a node whose clock is off for a while per seed" if clock_faults else "")
                  + (", a second daemon with a member's id per seed" if impostor_faults else "")
+                 + (", a member that loses its state directory per seed"
+                    if state_loss_faults else "")
                  + (f", cores {'/'.join(cores)}" if cores is not None else ""),
         "figures": {
             "seeds": len(outcomes),
@@ -240,6 +254,7 @@ def run_membership_sweep(
     deaf_faults: bool = False,
     clock_faults: bool = False,
     impostor_faults: bool = False,
+    state_loss_faults: bool = False,
     ordering: str = "toto",
     cores: Sequence[str] | None = None,
 ) -> dict:
@@ -250,7 +265,8 @@ def run_membership_sweep(
                             cores=tuple(cores) if cores is not None else None,
                             messages_per_node=messages_per_node, read_batching=read_batching,
                             disk_faults=disk_faults, deaf_faults=deaf_faults,
-                            clock_faults=clock_faults, impostor_faults=impostor_faults)
+                            clock_faults=clock_faults, impostor_faults=impostor_faults,
+                            state_loss_faults=state_loss_faults)
     seeds = list(seeds)
     outcomes: list[SeedOutcome] = []
     step = max(1, len(seeds) // 50)
@@ -275,5 +291,5 @@ def run_membership_sweep(
     return summarize(outcomes, n_range=n_range, max_loss=max_loss,
                      read_batching=read_batching, disk_faults=disk_faults,
                      deaf_faults=deaf_faults, clock_faults=clock_faults,
-                     impostor_faults=impostor_faults,
+                     impostor_faults=impostor_faults, state_loss_faults=state_loss_faults,
                      cores=tuple(cores) if cores is not None else None)
