@@ -19,6 +19,7 @@ from amcast.protocols.wire.membership import Member, ViewRecord
 
 from amcast.commands.status import membership_report
 from amcast.keygen import create
+from tests.cli.helpers import amcast
 from tests.daemon.daemon_helpers import group_config, loopback_group, running
 
 LAST = ViewRecord(5, tuple(Member(n, 1) for n in range(3)), (0, 1, 2), 4)
@@ -59,3 +60,8 @@ async def test_a_daemon_without_its_state_file_is_not_counted_until_a_view_lists
             await until(lambda: all(d.primary and d.members == [0, 1, 2]
                                     for d in (zero, one, two)), "the view of all three")
             assert all("not_counted" not in d.status()["quorum"] for d in (zero, one, two))
+    # the new file says where it began; the files carried over (an older record) do not
+    r = amcast("state", str(tmp_path / "state1"))
+    assert r.code == 0, r.err
+    assert f"incarnation {one.node.incarnation}, the file begun at incarnation " in r.out
+    assert "the file begun" not in amcast("state", str(tmp_path / "state0")).out
