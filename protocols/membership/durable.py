@@ -14,14 +14,18 @@ incarnation (and proposes view ids above it). ``origin`` is the incarnation the 
 began with (``first``): a daemon whose state began after a view that listed its id has
 lost what an earlier life of that id may have promised in it (or is a second daemon
 with that id), so its vote does not count toward deciding that view's successor
-(``agreement.counted_acceptors``). The encoding is msgpack with a version field (a
-record of an older release, without ``origin``, reads as origin 0: it counts as ever);
-``decode`` refuses anything else with ``ConfigurationError``.
+(``agreement.counted_acceptors``). ``lives`` are the incarnations the record started
+with lately (the last ``MAX_LIVES``): a view that lists this id at an incarnation in
+their span that is none of them listed another daemon (``handlers.said_origin``). The
+encoding is msgpack with a version field (a record of an older release, without
+``origin`` and ``lives``, reads as origin 0 and no lives: it counts as ever); ``decode``
+refuses anything else with ``ConfigurationError``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 import msgpack
@@ -42,6 +46,8 @@ from ..wire.membership import (
 )
 
 FORMAT = 1
+MAX_LIVES = 32
+"""Incarnations a record remembers having started with (``DurableState.lives``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,18 +65,24 @@ class DurableState:
     origin: int = 0
     """The incarnation this record began with (``first``); 0: not recorded (a record
     of an older release, or agreed out of band with an initial view)."""
+    lives: tuple[int, ...] = ()
+    """The incarnations this record started with, the current one last, at most
+    ``MAX_LIVES`` (the earliest dropped first); empty in a record of an older release."""
 
     @staticmethod
     def first(node_id: int, floor: int) -> DurableState:
         """The record of a daemon that starts with none: its first incarnation is the
         record's origin."""
         incarnation = min(max(1, floor), MAX_INCARNATION)
-        return DurableState(node_id, incarnation, origin=incarnation)
+        return DurableState(node_id, incarnation, origin=incarnation, lives=(incarnation,))
 
     def restarted(self, floor: int) -> DurableState:
         """The state of the next incarnation."""
-        return replace(self, incarnation=min(max(self.incarnation + 1, floor),
-                                             MAX_INCARNATION))
+        incarnation = min(max(self.incarnation + 1, floor), MAX_INCARNATION)
+        if self.lives and self.lives[-1] >= incarnation:  # (at the largest incarnation)
+            return replace(self, incarnation=incarnation)
+        return replace(self, incarnation=incarnation,
+                       lives=(*self.lives, incarnation)[-MAX_LIVES:])
 
     def encode(self) -> bytes:
         accepted = None
@@ -78,8 +90,8 @@ class DurableState:
             accepted = accepted_obj(self.accepted, self.accepted_held)
         obj = [FORMAT, self.node_id, self.incarnation, [self.promised.number, self.promised.node],
                accepted, view_obj(self.known), self.max_view_id]
-        if self.origin:
-            obj.append(self.origin)
+        if self.origin or self.lives:
+            obj += [self.origin, list(self.lives)]
         return msgpack.packb(obj, use_bin_type=True)
 
     @staticmethod
@@ -87,7 +99,7 @@ class DurableState:
         """Read a persisted record; ``ConfigurationError`` if it is not ours or is damaged."""
         try:
             obj: Any = msgpack.unpackb(data, raw=True, strict_map_key=True, max_str_len=0)
-            if type(obj) is not list or len(obj) not in (7, 8) or obj[0] != FORMAT:
+            if type(obj) is not list or len(obj) not in (7, 9) or obj[0] != FORMAT:
                 raise DecodeError("bad_state", "format")
             limits = WireLimits()
             accepted, held = read_accepted(obj[4], limits)
@@ -97,7 +109,7 @@ class DurableState:
                 promised=read_ballot(obj[3]), accepted=accepted, accepted_held=held,
                 known=read_view(obj[5], limits),
                 max_view_id=read_int(obj[6], 0, MAX_VIEW_ID, "max view id"),
-                origin=read_int(obj[7], 1, MAX_INCARNATION, "origin") if len(obj) == 8 else 0,
+                **(_read_lives(obj[7], obj[8]) if len(obj) == 9 else {}),
             )
         except (DecodeError, ValueError, TypeError, IndexError) as exc:
             raise ConfigurationError(f"the membership state file is damaged ({exc})") from None
@@ -110,3 +122,15 @@ class DurableState:
                 f"the membership state file belongs to node {state.node_id}, not {node_id}"
             )
         return state
+
+
+def _read_lives(origin: Any, lives: Any) -> dict[str, Any]:
+    """``origin`` and ``lives`` of a record: increasing incarnations, none before the
+    origin (0: not recorded)."""
+    first = read_int(origin, 0, MAX_INCARNATION, "origin")
+    if type(lives) is not list or not 0 < len(lives) <= MAX_LIVES:
+        raise DecodeError("bad_state", "lives")
+    read = tuple(read_int(x, 1, MAX_INCARNATION, "life") for x in lives)
+    if any(a >= b for a, b in pairwise(read)) or read[0] < first:
+        raise DecodeError("bad_state", "lives out of order")
+    return {"origin": first, "lives": read}

@@ -127,17 +127,29 @@ def promise(layer: MembershipLayer, ballot: Ballot, now: float) -> Promise | Rej
                    said_origin(d))
 
 
-def said_origin(d: DurableState) -> int:
+def said_origin(d: DurableState, known: ViewRecord | None = None) -> int:
     """The origin a promise says (``Promise.origin``), where it can keep the vote from
-    counting (``agreement.counted_acceptors``): in the first life of the record, and
-    where the latest view it knows lists this id at an incarnation from before the
-    record began. Elsewhere 0, the promise older daemons read."""
-    if not d.origin:
+    counting (``agreement.counted_acceptors``): in the first life of the record; where
+    the latest view it knows lists this id at an incarnation from before the record
+    began; and where that view lists an incarnation in the span of the record's
+    ``lives`` that is none of them (another daemon with this id, taken in while this one
+    was away or down): then the current incarnation, after the listed one. Elsewhere 0,
+    the promise older daemons read. ``known``: the view to judge by (the coordinator's
+    own promise, against the latest view the promises know); default the record's."""
+    if not d.origin and not d.lives:
         return 0
     if d.origin == d.incarnation:
         return d.origin
-    listed = d.known.member(d.node_id) if d.known is not None else None
-    return d.origin if listed is not None and listed.incarnation < d.origin else 0
+    known = d.known if known is None else known
+    listed = known.member(d.node_id) if known is not None else None
+    if listed is None or listed.incarnation == d.incarnation:
+        return 0
+    if listed.incarnation < d.origin:
+        return d.origin
+    if d.lives and d.lives[0] <= listed.incarnation < d.incarnation \
+            and listed.incarnation not in d.lives:
+        return d.incarnation
+    return 0
 
 
 def on_promise(

@@ -72,7 +72,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ..events import (
     Event,
@@ -1106,8 +1106,12 @@ class MembershipLayer:
         assert r is not None
         self._hold_back_silent_joiners(r, now)
         incarnations = {node: r.candidates[node].incarnation for node in r.promises}
-        counted = counted_acceptors(r.promises, incarnations,
-                                    latest_known(r.promises, self.durable.known))
+        latest = latest_known(r.promises, self.durable.known)
+        own = r.promises.get(self.node_id)
+        if own is not None:  # judged by the view the round closes, which we may learn here
+            r.promises[self.node_id] = replace(own, origin=handlers.said_origin(
+                self.durable, latest))
+        counted = counted_acceptors(r.promises, incarnations, latest)
         self.uncounted = tuple(sorted(set(r.promises) - counted))
         proposal, why = choose_proposal(
             promises=r.promises, own_known=self.durable.known, leaving=self._leavers(),

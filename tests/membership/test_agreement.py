@@ -135,17 +135,27 @@ def test_a_promiser_that_is_not_the_acceptor_the_known_view_listed_does_not_coun
 
 
 def test_a_promise_says_its_origin_only_where_it_can_keep_the_vote_from_counting() -> None:
-    """``said_origin``: in the first life of a state file, or where the view it knows
-    lists this id from before the file began; else 0, the promise older daemons read."""
+    """``said_origin``: in the first life of a state file; where the view it knows lists
+    this id from before the file began (the origin); where that view lists an
+    incarnation within the file's lives that is none of them, another daemon with this
+    id (the current incarnation, after the listed one); else 0, the promise older
+    daemons read."""
     first = DurableState.first(3, 500)
     assert said_origin(first) == 500
     assert said_origin(first.restarted(600)) == 0  # a restart of a file begun at 500
     listed_before = replace(first.restarted(600), known=V5)  # V5 lists node 3 at 1
     assert said_origin(listed_before) == 500
-    listed_since = replace(listed_before, known=ViewRecord(
-        6, (Member(1, 1), Member(3, 600)), POTENTIAL, 5))
-    assert said_origin(listed_since) == 0
+    def listing(incarnation: int) -> ViewRecord:
+        return ViewRecord(6, (Member(1, 1), Member(3, incarnation)), POTENTIAL, 5)
+    lives = first.restarted(600).restarted(700)  # lives 500, 600, 700
+    assert said_origin(replace(lives, known=listing(700))) == 0  # this life
+    assert said_origin(replace(lives, known=listing(600))) == 0  # an earlier one
+    assert said_origin(replace(lives, known=listing(650))) == 700  # another daemon's
+    assert said_origin(replace(lives, known=listing(800))) == 0  # later: not counted anyway
     assert said_origin(DurableState(3, incarnation=7, known=V5)) == 0  # an older file
+    older = DurableState(3, incarnation=7, known=listing(6)).restarted(9)  # lives (9,)
+    assert said_origin(older) == 0  # before its lives: not known, counted as ever
+    assert said_origin(replace(older.restarted(12), known=listing(10))) == 12
 
 
 def test_a_promiser_that_does_not_count_is_one_not_heard_from_for_reproposals() -> None:

@@ -155,3 +155,35 @@ def test_an_impostors_new_state_never_counts_as_the_members_vote(seed: int) -> N
     assert all(installs(c, i)[-1][2] == (0, 1) for i in (0, 1))
     assert _member_incarnations(c, (0, 1)) == {
         tuple((i, c.nodes[i].incarnation) for i in (0, 1))}
+
+
+def test_the_real_member_restarted_while_an_impostor_holds_its_id_does_not_count() -> None:
+    """Nodes 0 and 2, cut off from node 1, take a second daemon with node 1's id for its
+    restart (their view lists that daemon). The real node 1 then restarts from its state
+    file, with a later incarnation than that daemon's, and the network splits: node 0
+    and the second daemon on one side, node 1 and node 2 on the other. Node 0's side
+    decides the next view. Node 2 takes node 1 for the listed member's restart, but
+    node 1's state is not that member's (the listed incarnation is none of its lives):
+    its vote does not count, and its side decides nothing until the split heals.
+    (Counting it, the two sides decided two successors of one view.)"""
+    c = cluster(3, seed=361, impostors={IMPOSTOR: 1}, wall_clock=1000.0)
+    c.schedule(Fault(2.7, "partition", (), duration=1.4, groups=((0, 2),)))
+    c.schedule(Fault(2.95, "start", (IMPOSTOR,)))
+    c.schedule(Fault(5.0, "restart", (1,)))
+    split = (5.2, 11.2)
+    c.schedule(Fault(split[0], "partition", (), duration=split[1] - split[0],
+                     groups=((0,), (1, 2))))
+
+    def keep(src: int, dst: int, data: bytes) -> bool:  # the second daemon with node 0
+        return not (split[0] <= c.now < split[1]
+                    and {src, dst} & {IMPOSTOR} and {src, dst} & {1, 2})
+
+    c.link_filter = keep
+    c.schedule(Fault(12.0, "crash", (IMPOSTOR,)))
+    ok(c.run(LOAD, max_time=30))
+    assert installs(c, IMPOSTOR), "nodes 0 and 2 never took the second daemon in"
+    during = [v for v in installs(c, 2) if split[0] < v[0] < split[1]]
+    assert all(1 not in members for _, _, members in during), during
+    assert all(installs(c, i)[-1][2] == (0, 1, 2) for i in (0, 2))
+    assert _member_incarnations(c, (0, 2)) == {
+        tuple((i, c.nodes[i].incarnation) for i in range(3))}

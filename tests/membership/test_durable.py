@@ -8,7 +8,7 @@ from dataclasses import replace
 import msgpack
 import pytest
 from amcast.protocols.errors import ConfigurationError
-from amcast.protocols.membership.durable import FORMAT, DurableState
+from amcast.protocols.membership.durable import FORMAT, MAX_LIVES, DurableState
 from amcast.protocols.wire.membership import Ballot, Member, Proposal, ViewRecord
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +26,8 @@ FIRST = DurableState(
 )
 STATES = [DurableState(node_id=0), DurableState(node_id=2**32 - 1, incarnation=2**63 - 1),
           FULL, FIRST, replace(FULL, accepted_held=False),
-          replace(FULL, origin=1_700_000_000_001)]
+          replace(FULL, origin=1_700_000_000_001, lives=(1_700_000_000_001, 1_700_000_000_123)),
+          replace(FULL, lives=(1_700_000_000_123,))]
 FUZZ = settings(max_examples=2000, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,17 +65,28 @@ def test_restarted_takes_the_larger_of_previous_plus_one_and_the_floor() -> None
 
 
 def test_a_first_record_begins_at_its_incarnation_and_keeps_that_origin() -> None:
-    """``origin`` is the incarnation a record began with: a restart keeps it, and a
-    record of an older release (seven fields) reads as origin 0, counted as ever."""
+    """``origin`` is the incarnation a record began with: a restart keeps it and adds
+    its incarnation to the ``lives`` (the last ``MAX_LIVES``); a record of an older
+    release (seven fields) reads as origin 0 with no lives, counted as ever."""
     first = DurableState.first(2, 1_700_000_000_000)
-    assert (first.incarnation, first.origin, first.known) == (
-        1_700_000_000_000, 1_700_000_000_000, None)
+    assert (first.incarnation, first.origin, first.lives, first.known) == (
+        1_700_000_000_000, 1_700_000_000_000, (1_700_000_000_000,), None)
     assert DurableState.first(2, 0).origin == 1
     again = first.restarted(1_700_000_000_500)
-    assert (again.incarnation, again.origin) == (1_700_000_000_500, 1_700_000_000_000)
+    assert (again.incarnation, again.origin, again.lives) == (
+        1_700_000_000_500, 1_700_000_000_000, (1_700_000_000_000, 1_700_000_000_500))
     assert DurableState.decode(again.encode(), 2) == again
     assert len(msgpack.unpackb(FULL.encode())) == 7  # no origin: the older record
     assert DurableState.decode(FULL.encode(), 2).origin == 0
+    assert FULL.restarted(0).lives == (FULL.incarnation + 1,)  # an older record goes on
+    many = first
+    for _ in range(MAX_LIVES + 5):
+        many = many.restarted(0)
+    assert len(many.lives) == MAX_LIVES and many.lives[-1] == many.incarnation
+    assert many.origin == 1_700_000_000_000
+    assert DurableState.decode(many.encode(), 2) == many
+    top = DurableState.first(2, 2**63 - 1)
+    assert top.restarted(0) == top  # the largest incarnation: nothing to add
 
 
 def damaged(data: bytes, node_id: int = 2) -> None:
@@ -92,10 +104,15 @@ def damaged(data: bytes, node_id: int = 2) -> None:
     [
         None, 1, [], [FORMAT], [FORMAT + 1, 2, 1, [0, 0], None, None, 0],
         [FORMAT, 2, 1, [0, 0], None, None],  # arity
-        [FORMAT, 2, 1, [0, 0], None, None, 0, 0],  # origin 0 is never written
-        [FORMAT, 2, 1, [0, 0], None, None, 0, -4],  # negative origin
-        [FORMAT, 2, 1, [0, 0], None, None, 0, b"1"],  # origin not an int
-        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, 1],  # arity
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 0],  # arity: origin without lives
+        [FORMAT, 2, 1, [0, 0], None, None, 0, -4, [1]],  # negative origin
+        [FORMAT, 2, 1, [0, 0], None, None, 0, b"1", [1]],  # origin not an int
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, []],  # no lives
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, 1],  # lives not a list
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 5, [3]],  # a life before the origin
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, [3, 3]],  # lives not increasing
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, list(range(1, 35))],  # too many
+        [FORMAT, 2, 1, [0, 0], None, None, 0, 1, [1], 0],  # arity
         [FORMAT, 2, b"1", [0, 0], None, None, 0],  # incarnation not an int
         [FORMAT, 2, 1, [0, 0], None, None, 1.5],  # max_view_id not an int
         [FORMAT, 2, 1, [0], None, None, 0],  # ballot arity
