@@ -193,10 +193,12 @@ class Promise:
     the proposal needs none. ``True`` where a daemon of an older version did not say:
     such a vote may have been a holder's."""
     origin: int = 0
-    """The incarnation the promiser's membership state began with, written where it can
-    keep the promiser's vote from counting (``agreement.counted_acceptors``: a state
-    begun after the view being succeeded listed the promiser's id); 0 where it cannot,
-    and from daemons of older versions, which never say."""
+    """The earliest incarnation of its id whose acceptor state the promiser holds: where
+    its membership state began, or its current incarnation where the view it knows lists
+    its id at one that state never started (``handlers.said_origin``). Its vote counts
+    toward deciding a view's successor only where this is at most the incarnation that
+    view lists (``agreement.counted_acceptors``). Written where it can matter; 0
+    elsewhere, and from daemons of older versions, which never say."""
 
 
 @dataclass(frozen=True, slots=True)
