@@ -202,7 +202,8 @@ class MetricsSnapshot:
     primary: bool = False
     """In a primary view (``Daemon.primary``)."""
     quorum: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
-    """``Node.quorum``: needed, listed, reachable (and ``last_view``, not exported)."""
+    """``Node.quorum``: needed, listed, reachable, not_counted (and ``last_view``, not
+    exported)."""
     peers: Mapping[int, PeerSample] = dataclasses.field(default_factory=_empty)
     suspicions: Mapping[int, int] = dataclasses.field(default_factory=_empty)
     held_back: Mapping[int, int] = dataclasses.field(default_factory=_empty)
@@ -473,6 +474,10 @@ def _membership(s: MetricsSnapshot) -> Iterator[Metric]:
          "listed members, or protocol.expected_votes)", q.get("needed", 0)),
         ("amcast_quorum_reachable", "listed daemons this one hears (itself included)",
          q.get("reachable", 0)),
+        ("amcast_quorum_not_counted", "promisers of this daemon's latest round whose votes "
+         "do not count toward the next view (an earlier incarnation than the view lists, "
+         "or another state file: docs/membership.md, 'Whose vote counts'); 0 once a view "
+         "is installed", len(q.get("not_counted", ()))),
     ):
         yield GaugeMetricFamily(name, doc, value=value)
     heard = GaugeMetricFamily(

@@ -21,6 +21,7 @@ from amcast.commands.status import membership_report
 from amcast.keygen import create
 from tests.cli.helpers import amcast
 from tests.daemon.daemon_helpers import group_config, loopback_group, running
+from tests.daemon.test_clock_offsets import scrape
 
 LAST = ViewRecord(5, tuple(Member(n, 1) for n in range(3)), (0, 1, 2), 4)
 
@@ -53,6 +54,7 @@ async def test_a_daemon_without_its_state_file_is_not_counted_until_a_view_lists
         assert not st["view"]["primary"] and st["quorum"]["reachable"] == 2
         assert any(p.startswith("the votes of nodes [1] do not count toward the next view")
                    for p in st["health"]["problems"]), st["health"]["problems"]
+        assert "amcast_quorum_not_counted 1.0" in scrape(zero)
         lines, _ = membership_report(st)
         (quorum,) = [ln for ln in lines if ln.startswith("quorum:")]
         assert quorum.endswith("votes not counted (not the state the last view listed): [1]")
