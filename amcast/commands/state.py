@@ -79,7 +79,7 @@ def as_dict(path: Path, s: DurableState) -> dict[str, Any]:
                     "after": None if proposal.prev is None else proposal.prev.view_id,
                     "held_cut": s.accepted_held}
     return {"file": str(path), "node": s.node_id, "incarnation": s.incarnation,
-            "origin": s.origin or None,
+            "origin": s.origin or None, "lives": list(s.lives),
             "last_view": _view(s.known), "max_view_id": s.max_view_id,
             "promised": [s.promised.number, s.promised.node], "accepted": accepted}
 
@@ -99,6 +99,9 @@ def describe(d: dict[str, Any]) -> list[str]:
         lines.append(f"  its list: {v['listed']}: {v['needed']} of them must agree on the "
                      "next view (more with protocol.expected_votes; and a majority of "
                      "node.members, if that differs)")
+    if d.get("lives"):
+        lines.append("  incarnations it started, latest last: "
+                     + ", ".join(str(i) for i in d["lives"]))
     lines.append(f"  highest view id seen: {d['max_view_id']}")
     number, node = d["promised"]
     lines.append("  promised: nothing" if number == 0 else

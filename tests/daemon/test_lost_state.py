@@ -66,4 +66,5 @@ async def test_a_daemon_without_its_state_file_is_not_counted_until_a_view_lists
     r = amcast("state", str(tmp_path / "state1"))
     assert r.code == 0, r.err
     assert f"incarnation {one.node.incarnation}, the file begun at incarnation " in r.out
+    assert f"  incarnations it started, latest last: {one.node.incarnation}\n" in r.out
     assert "the file begun" not in amcast("state", str(tmp_path / "state0")).out
