@@ -129,20 +129,27 @@ def latest_known(promises: dict[int, Promise], own: ViewRecord | None) -> ViewRe
 
 def counted_acceptors(promises: dict[int, Promise], incarnations: dict[int, int],
                       known: ViewRecord | None) -> set[int]:
-    """Promisers that count toward deciding the successor of ``known``: every one whose
-    id ``known`` does not list, and those whose incarnation (``incarnations``) is the
-    one ``known`` lists or a later one whose record began by then (``Promise.origin``;
-    0, not said, counts as ever). An earlier incarnation than the listed one is another
-    daemon than the one that took part in ``known`` (the listed one took its id while
-    it was away), and a record begun after the listed incarnation lost what that one
-    may have promised or accepted: neither is the acceptor ``known``'s member was."""
+    """Promisers that count toward deciding the successor of ``known``. Where ``known``
+    lists their id: the listed incarnation (``incarnations``), or a later one whose
+    record began by then (``Promise.origin``; 0, not said, counts as ever). Where it
+    does not: a record begun before ``known`` was decided (an origin at most its id, a
+    lower bound of the wall-clock millisecond it was decided at). An earlier
+    incarnation than the listed one is another daemon than the one that took part in
+    ``known`` (the listed one took its id while it was away), and a record begun after
+    the listed incarnation, or after an unlisted id's view was decided, may have lost
+    what an earlier life of its id promised or accepted for the successor (every
+    potential member is an acceptor; membership sweep seed 860576: a member outside the
+    view voted for one successor, lost its state directory, and then voted for
+    another). Neither is the acceptor it was."""
     if known is None:
         return set(promises)
     counted = set()
     for node, p in promises.items():
         listed = known.member(node)
-        if listed is None or (incarnations[node] >= listed.incarnation
-                              and p.origin <= listed.incarnation):
+        if listed is None:
+            if p.origin <= known.view_id:
+                counted.add(node)
+        elif incarnations[node] >= listed.incarnation and p.origin <= listed.incarnation:
             counted.add(node)
     return counted
 

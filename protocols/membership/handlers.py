@@ -130,10 +130,12 @@ def promise(layer: MembershipLayer, ballot: Ballot, now: float) -> Promise | Rej
 def said_origin(d: DurableState, known: ViewRecord | None = None) -> int:
     """The origin a promise says (``Promise.origin``), where it can keep the vote from
     counting (``agreement.counted_acceptors``): in the first life of the record; where
-    the latest view it knows lists this id at an incarnation from before the record
-    began; and where that view lists an incarnation in the span of the record's
-    ``lives`` that is none of them (another daemon with this id, taken in while this one
-    was away or down): then the current incarnation, after the listed one. Elsewhere 0,
+    the record began after the latest view it knows, which does not list this id, was
+    decided (its origin above that view's id), or that view lists this id at an
+    incarnation from before the record began; and where that view lists an incarnation
+    in the span of the record's ``lives`` that is none of them (another daemon with this
+    id, taken in while this one was away or down): then the current incarnation, after
+    the listed one. Elsewhere 0,
     the promise older daemons read. ``known``: the view to judge by (the coordinator's
     own promise, against the latest view the promises know); default the record's."""
     if not d.origin and not d.lives:
@@ -142,7 +144,9 @@ def said_origin(d: DurableState, known: ViewRecord | None = None) -> int:
         return d.origin
     known = d.known if known is None else known
     listed = known.member(d.node_id) if known is not None else None
-    if listed is None or listed.incarnation == d.incarnation:
+    if listed is None:  # begun after a view without this id was decided?
+        return d.origin if known is not None and d.origin > known.view_id else 0
+    if listed.incarnation == d.incarnation:
         return 0
     if listed.incarnation < d.origin:
         return d.origin

@@ -129,29 +129,38 @@ def test_a_promiser_that_is_not_the_acceptor_the_known_view_listed_does_not_coun
         None, "no_quorum_of_counted_promises")
     proposal, why = choose({**three, 4: promise(V5)})
     assert why == "new" and proposal is not None and Member(3, 13) in proposal.view.members
-    assert counted_acceptors({3: promise(V5, origin=1), 5: promise(V5, origin=15)},
+    assert counted_acceptors({3: promise(V5, origin=1), 5: promise(V5, origin=4)},
                              INCARNATIONS, V5) == {3, 5}
+    # an id V5 does not list, its record begun after V5 was decided (origin above its
+    # id): an earlier life of it may have voted for V5's successor
+    assert counted_acceptors({5: promise(V5, origin=6)}, INCARNATIONS, V5) == set()
     assert counted_acceptors(three, INCARNATIONS, None) == {1, 2, 3}  # a first view
 
 
 def test_a_promise_says_its_origin_only_where_it_can_keep_the_vote_from_counting() -> None:
-    """``said_origin``: in the first life of a state file; where the view it knows lists
+    """``said_origin``: in the first life of a state file; where the file began after
+    the view it knows was decided (its origin above the view's id) or that view lists
     this id from before the file began (the origin); where that view lists an
     incarnation within the file's lives that is none of them, another daemon with this
     id (the current incarnation, after the listed one); else 0, the promise older
     daemons read."""
+    def listing(incarnation: int, view_id: int = 1_000) -> ViewRecord:
+        return ViewRecord(view_id, (Member(1, 1), Member(3, incarnation)), POTENTIAL, 5)
     first = DurableState.first(3, 500)
     assert said_origin(first) == 500
     assert said_origin(first.restarted(600)) == 0  # a restart of a file begun at 500
-    listed_before = replace(first.restarted(600), known=V5)  # V5 lists node 3 at 1
-    assert said_origin(listed_before) == 500
-    def listing(incarnation: int) -> ViewRecord:
-        return ViewRecord(6, (Member(1, 1), Member(3, incarnation)), POTENTIAL, 5)
+    assert said_origin(replace(first.restarted(600), known=listing(1))) == 500  # before it
+    assert said_origin(replace(first.restarted(600), known=V5)) == 500  # before it too
+    unlisted = ViewRecord(1_000, (Member(1, 1),), POTENTIAL, 5)
+    assert said_origin(replace(first.restarted(600), known=unlisted)) == 0
+    assert said_origin(replace(first.restarted(600), known=replace(unlisted, view_id=400))) \
+        == 500  # begun after a view without this id was decided
     lives = first.restarted(600).restarted(700)  # lives 500, 600, 700
     assert said_origin(replace(lives, known=listing(700))) == 0  # this life
     assert said_origin(replace(lives, known=listing(600))) == 0  # an earlier one
     assert said_origin(replace(lives, known=listing(650))) == 700  # another daemon's
     assert said_origin(replace(lives, known=listing(800))) == 0  # later: not counted anyway
+    assert said_origin(replace(lives, known=listing(700, view_id=400))) == 0  # listed
     assert said_origin(DurableState(3, incarnation=7, known=V5)) == 0  # an older file
     older = DurableState(3, incarnation=7, known=listing(6)).restarted(9)  # lives (9,)
     assert said_origin(older) == 0  # before its lives: not known, counted as ever

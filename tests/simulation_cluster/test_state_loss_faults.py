@@ -19,6 +19,7 @@ from amcast.protocols.simulation.faults import Fault, down_at_end
 from amcast.protocols.simulation.membership_sweep import (
     membership_point,
     run_membership_sweep,
+    seed_outcome,
 )
 
 from amcast.cli import main
@@ -97,3 +98,15 @@ def test_the_cli_runs_the_membership_sweep_with_a_lost_state_directory(
                  "--state-loss-faults", "--json", "--n-min", "3", "--n-max", "4",
                  "--messages", "4"]) == 0
     assert "loses its state directory" in capsys.readouterr().out
+
+
+def test_a_state_begun_after_the_view_never_counts_even_for_an_unlisted_id() -> None:
+    """Membership sweep seed 860576 (n = 3, every fault option): view 8 listed nodes 0
+    and 2; node 1, outside it, voted with node 2 for its successor, then lost its state
+    directory while node 2 was cut off. Its new record, begun after view 8 was decided,
+    promised node 0 for view 8's successor and counted (view 8 does not list node 1):
+    two views succeeded view 8. Such a record no longer counts, listed or not."""
+    outcome = seed_outcome(860576, n_range=(3, 8), messages_per_node=36, disk_faults=True,
+                           deaf_faults=True, clock_faults=True, impostor_faults=True,
+                           state_loss_faults=True)
+    assert outcome.violations == ()
