@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,16 @@ def group_config(tmp_path: Path, node: int, group: tuple[str, int], *,
         "shutdown": {"grace_s": 0.5},
         **tables,
     })
+
+
+async def until(done: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    """Wait on this loop until ``done()``; ``timeout`` s (a few seconds; a loaded CI
+    machine more) fails the test with ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        assert loop.time() < deadline, what
+        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager

@@ -8,8 +8,6 @@ line of ``amcast status``); once the third member is back, the three form one
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 from amcast.daemon.runner import Daemon
@@ -20,7 +18,7 @@ from amcast.protocols.wire.membership import Member, ViewRecord
 from amcast.commands.status import membership_report
 from amcast.keygen import create
 from tests.cli.helpers import amcast
-from tests.daemon.daemon_helpers import group_config, loopback_group, running
+from tests.daemon.daemon_helpers import group_config, loopback_group, running, until
 from tests.daemon.test_clock_offsets import scrape
 
 LAST = ViewRecord(5, tuple(Member(n, 1) for n in range(3)), (0, 1, 2), 4)
@@ -39,13 +37,6 @@ async def test_a_daemon_without_its_state_file_is_not_counted_until_a_view_lists
     sealed = {"key_file": str(key)}
     zero, one, two = (Daemon(group_config(tmp_path, n, group, security=sealed), environ={})
                       for n in range(3))
-    loop = asyncio.get_running_loop()
-
-    async def until(done: Callable[[], bool], what: str) -> None:
-        deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
-        while not done():
-            assert loop.time() < deadline, what
-            await asyncio.sleep(0.05)
 
     async with running([zero, one]):
         await until(lambda: zero.status()["quorum"].get("not_counted") == [1],

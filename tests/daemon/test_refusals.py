@@ -10,7 +10,6 @@ join the group refuses: its health says why first).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from amcast.daemon.refusals import CAUSES, LOG_EVERY_S, RECENT_S, RefusalWatch
 from amcast.daemon.runner import Daemon
 
 from amcast.keygen import create
-from tests.daemon.daemon_helpers import group_config, loopback_group, running
+from tests.daemon.daemon_helpers import group_config, loopback_group, running, until
 
 
 def test_one_warning_a_minute_per_reason_with_the_count_since_the_last() -> None:
@@ -132,13 +131,6 @@ async def test_a_refused_duplicate_id_daemon_does_not_wedge_the_next_view_change
                       environ={}) for n in members]
     impostor_config = group_config(tmp_path / "impostor", 2, group, members=members,
                                    security=sealed)
-    loop = asyncio.get_running_loop()
-
-    async def until(done: Callable[[], bool], what: str) -> None:
-        deadline = loop.time() + 30  # a few seconds; a loaded CI machine more
-        while not done():
-            assert loop.time() < deadline, what
-            await asyncio.sleep(0.05)
 
     async with running(daemons):
         await until(lambda: all(d.primary and d.members == list(members) for d in daemons),
