@@ -120,6 +120,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reliable", choices=("native", "pure"), default=None,
                    help="AMCAST_RELIABLE of every daemon: the reliable causal layer on the "
                         "native core (default: unset, it follows the core)")
+    p.add_argument("--io", choices=("native", "pure"), default=None,
+                   help="AMCAST_IO of every daemon: batched socket I/O (recvmmsg, sendmmsg) "
+                        "on the native core (default: unset, it follows the core)")
     p.add_argument("--mode", choices=MODES, default="daemon",
                    help="daemon: amcastd processes with a client process each (default); "
                         "embedded: application processes that each embed their member "
@@ -127,10 +130,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def core_vars(args: argparse.Namespace) -> dict[str, str]:
-    """The variables ``--core``, ``--seal`` and ``--reliable`` set (none: unset)."""
+    """The variables ``--core``, ``--seal``, ``--reliable`` and ``--io`` set (none:
+    unset)."""
     return {name: value for name, value in (("AMCAST_CORE", args.core),
                                             ("AMCAST_SEAL", args.seal),
-                                            ("AMCAST_RELIABLE", args.reliable)) if value}
+                                            ("AMCAST_RELIABLE", args.reliable),
+                                            ("AMCAST_IO", getattr(args, "io", None)))
+            if value}
 
 
 def core_env(args: argparse.Namespace, n: int) -> list[list[str]]:

@@ -7,8 +7,8 @@ stdlib ``tomllib``, applies ``AMCAST_<SECTION>__<KEY>=value`` environment overri
 work), and validates the result with ``DaemonConfig``. Unknown sections or keys and bad
 values are start-up errors (``ConfigurationError``) naming the offending key.
 ``AMCAST_CONFIG`` names the config file when ``--config`` is not given and is not an
-override; nor are ``AMCAST_CORE``, ``AMCAST_SEAL`` and ``AMCAST_RELIABLE`` (the data
-path's core, docs/native.md).
+override; nor are ``AMCAST_CORE``, ``AMCAST_SEAL``, ``AMCAST_RELIABLE`` and ``AMCAST_IO``
+(the data path's core, docs/native.md).
 
 The ``[protocol]`` table is handed to the sans-IO engine's ``NodeConfig``
 (``amcast.protocols.node_config``) after validating its keys against that dataclass, so the
@@ -46,14 +46,15 @@ from ..protocols.wire.keys import Keyring
 from ..protocols.wire.native import CORE_ENV, SEAL_ENV
 from .access import parse_principal
 from .keyfile import load_keyring
+from .socket_io import IO_ENV
 
 ENV_PREFIX = "AMCAST_"
 MAX_MESSAGE_BYTES = 1 << 30
 """Upper bound of ``api.max_message_bytes`` (1 GiB; frames carry a u32 length)."""
 ENV_CONFIG_PATH = "AMCAST_CONFIG"
-ENV_NOT_KEYS = frozenset({ENV_CONFIG_PATH, CORE_ENV, SEAL_ENV, RELIABLE_ENV})
+ENV_NOT_KEYS = frozenset({ENV_CONFIG_PATH, CORE_ENV, SEAL_ENV, RELIABLE_ENV, IO_ENV})
 """Variables of the ``AMCAST_`` prefix that are not configuration keys: the config file's
-path and the data path's core and sealing (read by ``amcast.protocols.wire.native``)."""
+path and the data path's core, sealing, reliable layer and socket I/O (docs/native.md)."""
 
 
 class _Section(BaseModel):

@@ -40,6 +40,8 @@ class RedundantTransport:
                 link.own_addresses = own
                 link.receive_only_joined()
         self.own_address = links[0].own_address
+        self.io = links[0].io
+        """``socket_io``'s implementation on the links (the same on both)."""
         self.on_send_error: Callable[[str, str], None] | None = None
 
     @property

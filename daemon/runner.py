@@ -246,7 +246,6 @@ class Daemon:
         )
         self._follow_wall_clock()
         self.core = dict(self.node.core)
-        self.metrics.set_core(self.core)
         self.groups = Groups(self.node_id, self.api.members_of, self,
                              agreed=hasattr(self.node, "membership"),
                              part_bytes=max(1024, self.envelope_bytes // 2))
@@ -263,6 +262,8 @@ class Daemon:
             self.transport = open_transport(cfg.network, self.node_id,
                                             functools.partial(observe.log_unresolved, self))
             self.transport.on_send_error = functools.partial(observe.log_send_error, self)
+            self.core["io"] = self.transport.io
+            self.metrics.set_core(self.core)
             if cfg.federation.enabled:
                 self.federation = Federation(
                     cfg.federation, self.node_id,

@@ -19,7 +19,9 @@ Theory of operation: two non-blocking sockets.
 drains the receive socket (up to ``batch`` datagrams per wake-up) and hands the list
 to ``on_datagrams`` once, so the daemon pumps its engine once per wake-up, not once per
 datagram. ``send`` never blocks and never raises: a refused datagram is counted in
-``send_errors`` by errno name and the engine's retransmission repairs it.
+``send_errors`` by errno name and the engine's retransmission repairs it. The receiving
+and sending themselves go through ``socket_io``: batched in the native extension
+(``recvmmsg``, ``sendmmsg``) where the core is native, else one call per datagram.
 
 Set-up failures raise ``TransportSetupError`` whose message says what to do
 (``errno_hint``), after the zeroconf practice of triaging errno values into actionable
@@ -41,8 +43,9 @@ from collections.abc import Callable
 
 from ..protocols.errors import ConfigurationError
 from .config import NetworkSection
+from .socket_io import MAX_DATAGRAM as MAX_DATAGRAM  # re-exported (fedlink)
+from .socket_io import SocketIo, make_socket_io
 
-MAX_DATAGRAM = 65535
 IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)  # Linux values; not in every
 IPV6_MULTICAST_ALL = getattr(socket, "IPV6_MULTICAST_ALL", 29)  # Python's socket module
 
@@ -182,6 +185,9 @@ class DatagramSocketTransport:
     def __init__(self, net: NetworkSection, batch: int) -> None:
         self.net = net
         self._batch = batch
+        self.io = "pure"
+        """Which ``socket_io`` implementation moves this transport's datagrams: ``native``
+        (batched, ``recvmmsg``/``sendmmsg``) or ``pure`` (the Python loop)."""
         self.send_errors: Counter[str] = Counter()
         self.datagrams_sent = 0
         self.bytes_sent = 0
@@ -191,28 +197,16 @@ class DatagramSocketTransport:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _add_reader(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                    on_datagrams: Callable[[list[bytes]], None],
-                    skip: set[tuple[str, int]]) -> None:
-        """Call ``on_datagrams`` once per wake-up with what ``sock`` holds, leaving out
-        datagrams from the addresses in ``skip`` (our own, looped back)."""
+                    io: SocketIo, on_datagrams: Callable[[list[bytes]], None]) -> None:
+        """Call ``on_datagrams`` once per wake-up with what ``sock`` holds (``io``
+        leaves out the sources its ``set_skip`` named: our own, looped back)."""
         batch = self._batch
+        receive = io.receive
 
         def readable() -> None:
-            got: list[bytes] = []
-            nbytes = 0
-            recvfrom = sock.recvfrom
-            for _ in range(batch):
-                try:
-                    data, addr = recvfrom(MAX_DATAGRAM)
-                except (BlockingIOError, InterruptedError):
-                    break
-                except OSError as exc:  # e.g. ECONNREFUSED from an ICMP; never fatal
-                    self._count_error(exc)
-                    break
-                if skip and addr[:2] in skip:  # IPv6 addresses are 4-tuples
-                    continue
-                got.append(data)
-                nbytes += len(data)
+            got, nbytes, _skipped, error = receive(batch)
+            if error:  # e.g. ECONNREFUSED from an ICMP; never fatal
+                self._count_errno(error)
             if got:
                 self.datagrams_received += len(got)
                 self.bytes_received += nbytes
@@ -226,26 +220,22 @@ class DatagramSocketTransport:
             self._loop.remove_reader(sock.fileno())
         self._loop = None
 
-    def _send_each(self, sendto: Callable[[bytes, tuple[str, int]], int],
-                   datagrams: list[bytes], dest: tuple[str, int]) -> None:
-        """Send every datagram to ``dest``; a refused one is counted, never raised (the
-        engine's repair resends it)."""
-        for data in datagrams:
-            try:
-                sendto(data, dest)
-            except OSError as exc:
-                self._count_error(exc)
-                continue
-            self.datagrams_sent += 1
-            self.bytes_sent += len(data)
+    def _send_all(self, io: SocketIo, datagrams: list[bytes]) -> None:
+        """Send every datagram to ``io``'s destinations; a refused copy is counted, never
+        raised (the engine's repair resends it)."""
+        copies, nbytes, refused = io.send(datagrams)
+        self.datagrams_sent += copies
+        self.bytes_sent += nbytes
+        for error in refused:
+            self._count_errno(error)
 
-    def _count_error(self, exc: OSError) -> None:
-        name = errno.errorcode.get(exc.errno or 0, "unknown").lower()
+    def _count_errno(self, error: int) -> None:
+        name = errno.errorcode.get(error, "unknown").lower()
         reason = f"send_{name}" if name != "unknown" else "send_error"
         first = reason not in self.send_errors
         self.send_errors[reason] += 1
         if first and self.on_send_error is not None:
-            self.on_send_error(reason, errno_hint(exc.errno or 0, self.net))
+            self.on_send_error(reason, errno_hint(error, self.net))
 
 
 class MulticastTransport(DatagramSocketTransport):
@@ -264,6 +254,10 @@ class MulticastTransport(DatagramSocketTransport):
         self.own_addresses: set[tuple[str, int]] = {self.own_address}
         """Send sockets of this daemon (two with a redundant link): their loopback copies
         are skipped."""
+        self._rx_io = make_socket_io(self._rx)
+        self._tx_io = make_socket_io(self._tx)
+        self._tx_io.set_destinations([self._dest])
+        self.io = self._tx_io.name
 
     @property
     def rcvbuf(self) -> int:
@@ -281,10 +275,11 @@ class MulticastTransport(DatagramSocketTransport):
     def start(
         self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
     ) -> None:
-        self._add_reader(loop, self._rx, on_datagrams, self.own_addresses)
+        self._rx_io.set_skip(self.own_addresses)
+        self._add_reader(loop, self._rx, self._rx_io, on_datagrams)
 
     def send(self, datagrams: list[bytes]) -> None:
-        self._send_each(self._tx.sendto, datagrams, self._dest)
+        self._send_all(self._tx_io, datagrams)
 
     def close(self) -> None:
         self._remove_reader(self._rx)

@@ -29,6 +29,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 from .config import NetworkSection, split_host_port
+from .socket_io import make_socket_io
 from .transport import DatagramSocketTransport, TransportSetupError, errno_hint
 
 
@@ -96,6 +97,8 @@ class UnicastTransport(DatagramSocketTransport):
         self.node_id = node_id
         self._family = socket.AF_INET6 if net.ipv6 else socket.AF_INET
         self._sock = open_unicast_socket(net)
+        self._io = make_socket_io(self._sock)
+        self.io = self._io.name
         self.own_address: tuple[str, int] = self._sock.getsockname()[:2]
         self.peers: dict[int, tuple[str, int]] = {}
         """Node id -> (host as configured, port)."""
@@ -128,6 +131,7 @@ class UnicastTransport(DatagramSocketTransport):
                     self._resolve_failed(node, host)
             elif node in old:
                 self.addresses[node] = (old[node][0], port)
+        self._io.set_destinations(self.addresses.values())
 
     def _resolve_failed(self, node: int, host: str) -> None:
         if host not in self._failed_names:
@@ -152,6 +156,7 @@ class UnicastTransport(DatagramSocketTransport):
                 if newcomer:  # into its place in the send order
                     self.addresses = {n: self.addresses[n] for n in self.peers
                                       if n in self.addresses}
+                self._io.set_destinations(self.addresses.values())
                 self._failed_names.discard(host)
             elif not infos:
                 self._resolve_failed(node, host)  # keep the last good address, if any
@@ -164,18 +169,13 @@ class UnicastTransport(DatagramSocketTransport):
     def start(
         self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
     ) -> None:
-        self._add_reader(loop, self._sock, on_datagrams, set())
+        self._add_reader(loop, self._sock, self._io, on_datagrams)
         if any(not is_literal(host) for host, _ in self.peers.values()):
             self._resolver = loop.create_task(self._resolve_forever())
 
     def send(self, datagrams: list[bytes]) -> None:
-        sendto = self._sock.sendto
-        targets = list(self.addresses.values())
-        unresolved = len(self.peers) - len(targets)
-        for data in datagrams:  # each datagram to every peer before the next one
-            one = [data]
-            for dest in targets:
-                self._send_each(sendto, one, dest)
+        self._send_all(self._io, datagrams)  # each datagram to every peer before the next
+        unresolved = len(self.peers) - len(self.addresses)
         if unresolved:
             self.send_errors["unresolved"] += unresolved * len(datagrams)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import cache
 from types import ModuleType
 
-INTERFACE = 5
+INTERFACE = 6
 """The interface of ``amcast_native`` this package needs (``native/src/lib.rs``'s
 ``INTERFACE``)."""
 

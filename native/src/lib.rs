@@ -11,9 +11,10 @@
 /// pure-Python core otherwise. Bumped with every change to the surface or the behaviour
 /// the package relies on, so a stale build is refused whole, with the reason, instead of
 /// misbehaving.
-pub const INTERFACE: u32 = 5;
+pub const INTERFACE: u32 = 6;
 
 pub mod auth;
+pub mod batch_io;
 pub mod datagram;
 pub mod encode;
 pub mod error;
@@ -30,5 +31,7 @@ mod python;
 mod python_encode;
 #[cfg(feature = "python")]
 mod python_engine;
+#[cfg(feature = "python")]
+mod python_io;
 #[cfg(feature = "python")]
 mod python_reliable;

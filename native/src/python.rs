@@ -610,6 +610,7 @@ fn amcast_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDecoder>()?;
     m.add_class::<crate::python_encode::PyEncoder>()?;
     m.add_class::<crate::python_engine::PyEngine>()?;
+    m.add_class::<crate::python_io::PyDatagramIo>()?;
     crate::python_reliable::register(m)?;
     m.add("ENGINE_MAX_MEMBERS", crate::ordering::MAX_MEMBERS)?;
     m.add("WINDOW", crate::replay::WINDOW)?;

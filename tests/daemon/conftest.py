@@ -94,3 +94,15 @@ async def make_cluster() -> AsyncIterator[Callable[..., Any]]:
         if not all(t.done() for t in c.tasks):
             await c.stop()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["pure", "native"])
+def socket_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a transport test on each ``socket_io`` implementation (``AMCAST_IO``): the
+    Python loop and the native batched one (skipped where the extension is not built)."""
+    from amcast.daemon import socket_io as sio
+    if request.param == "native" and sio.native_class("native") is None:
+        pytest.skip("amcast_native is not built (make rust)")
+    monkeypatch.setenv(sio.IO_ENV, request.param)
+    monkeypatch.delenv(sio.CORE_ENV, raising=False)
+    return str(request.param)

@@ -74,9 +74,9 @@ async def test_bad_frames_get_error_frames_and_everyone_keeps_being_served(
     assert set(status["datagrams"]["sent"]) == set(status["datagrams"]["received"]) == kinds
     assert status["datagrams"]["received"]["data"] >= 1  # node 0's messages came here
     # which implementation runs each part of the data path (Node.core, the modules)
-    assert set(status["core"]) == {"decode", "seal", "order", "reliable"}
+    assert set(status["core"]) == {"decode", "seal", "order", "reliable", "io"}
     assert {status["core"][part]
-            for part in ("decode", "seal", "order", "reliable")} <= {"native", "pure"}
+            for part in ("decode", "seal", "order", "reliable", "io")} <= {"native", "pure"}
     s0 = c.daemons[0].counters.client_errors
     assert s0["bad_frame"] == 2 and s0["frame_too_large"] == 1
     await good.close()

@@ -12,6 +12,8 @@ from amcast.daemon.redundant import RedundantTransport
 from amcast.daemon.transports import open_transport
 from pydantic import ValidationError
 
+pytestmark = pytest.mark.usefixtures("socket_io")  # both socket_io implementations
+
 
 def free_udp_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

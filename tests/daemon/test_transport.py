@@ -11,6 +11,8 @@ import pytest
 from amcast.daemon.config import NetworkSection
 from amcast.daemon.transport import MulticastTransport, TransportSetupError, errno_hint
 
+pytestmark = pytest.mark.usefixtures("socket_io")  # both socket_io implementations
+
 
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

@@ -15,6 +15,8 @@ from amcast.daemon.unicast import UnicastTransport, send_order
 from amcast.protocols.session import prompt_origins
 from pydantic import ValidationError
 
+pytestmark = pytest.mark.usefixtures("socket_io")  # both socket_io implementations
+
 
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

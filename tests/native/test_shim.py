@@ -11,6 +11,7 @@ from functools import partial
 import pytest
 from amcast.daemon import preflight
 from amcast.daemon.config import DaemonConfig, env_overrides
+from amcast.daemon.socket_io import IO_ENV
 from amcast.protocols import extension
 from amcast.protocols.errors import DecodeError
 from amcast.protocols.node import Node
@@ -143,7 +144,7 @@ def test_the_daemon_takes_amcast_core_as_the_core_not_as_a_config_override() -> 
     assert (native.CORE_ENV, native.SEAL_ENV) == ("AMCAST_CORE", "AMCAST_SEAL")
     assert reliable_native.RELIABLE_ENV == "AMCAST_RELIABLE"
     assert env_overrides({native.CORE_ENV: "pure", native.SEAL_ENV: "native",
-                          reliable_native.RELIABLE_ENV: "native",
+                          reliable_native.RELIABLE_ENV: "native", IO_ENV: "pure",
                           "AMCAST_NETWORK__PORT": "42999"}) == {"network": {"port": 42999}}
 
 
@@ -151,7 +152,12 @@ def test_sealing_follows_the_core_only_where_it_is_asked_for(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(native.SEAL_ENV, raising=False)
     monkeypatch.setattr(native, "SEAL_BY_DEFAULT", False)
-    assert native.seal_core("native") == "pure"  # off by default (docs/native.md)
+    assert native.seal_core("native") == "pure"  # off where the default is off
+    monkeypatch.setattr(native, "SEAL_BY_DEFAULT", True)
+    if native.native_module() is not None:
+        assert native.seal_core("native") == "native"  # the default: it follows the core
+    assert native.seal_core("pure") == "pure"
+    monkeypatch.setattr(native, "SEAL_BY_DEFAULT", False)
     assert native.seal_core("native", "pure") == "pure"
     assert native.seal_core("pure", "native") == "pure"  # never native where decoding is not
     sealer = native.make_sealer(RING, SESSION, replay_window_s=30.0, max_sessions=8,
