@@ -21,7 +21,9 @@ to ``on_datagrams`` once, so the daemon pumps its engine once per wake-up, not o
 datagram. ``send`` never blocks and never raises: a refused datagram is counted in
 ``send_errors`` by errno name and the engine's retransmission repairs it. The receiving
 and sending themselves go through ``socket_io``: batched in the native extension
-(``recvmmsg``, ``sendmmsg``) where the core is native, else one call per datagram.
+(``recvmmsg``, ``sendmmsg``) where the core is native, else one call per datagram. A
+socket filter (``own_filter``) drops this daemon's own looped-back multicasts in the
+kernel, so they do not wake the loop; the source check stays behind it.
 
 Set-up failures raise ``TransportSetupError`` whose message says what to do
 (``errno_hint``), after the zeroconf practice of triaging errno values into actionable
@@ -42,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..protocols.errors import ConfigurationError
+from . import own_filter
 from .config import NetworkSection
 from .socket_io import MAX_DATAGRAM as MAX_DATAGRAM  # re-exported (fedlink)
 from .socket_io import SocketIo, make_socket_io
@@ -258,6 +261,9 @@ class MulticastTransport(DatagramSocketTransport):
         self._tx_io = make_socket_io(self._tx)
         self._tx_io.set_destinations([self._dest])
         self.io = self._tx_io.name
+        self.own_filter = False
+        """Whether the kernel drops this daemon's own looped-back multicasts before they
+        wake the loop (``own_filter``, attached at ``start``)."""
 
     @property
     def rcvbuf(self) -> int:
@@ -276,6 +282,7 @@ class MulticastTransport(DatagramSocketTransport):
         self, loop: asyncio.AbstractEventLoop, on_datagrams: Callable[[list[bytes]], None]
     ) -> None:
         self._rx_io.set_skip(self.own_addresses)
+        self.own_filter = own_filter.attach(self._rx, self.own_addresses, self.net.ipv6)
         self._add_reader(loop, self._rx, self._rx_io, on_datagrams)
 
     def send(self, datagrams: list[bytes]) -> None:
