@@ -142,9 +142,10 @@ class NativeSocketIo:
     def send(self, datagrams: Sequence[bytes]) -> tuple[int, int, list[int]]:
         if self._fallback is not None:
             return self._fallback.send(datagrams)
-        if not isinstance(datagrams, list) or any(type(d) is not bytes for d in datagrams):
-            datagrams = [bytes(d) for d in datagrams]
-        copies, nbytes, refused = self._native.send(datagrams)
+        try:
+            copies, nbytes, refused = self._native.send(datagrams)
+        except TypeError:  # not a list of bytes (a bytearray, a memoryview): copy
+            copies, nbytes, refused = self._native.send([bytes(d) for d in datagrams])
         return copies, nbytes, refused
 
 

@@ -58,14 +58,14 @@ pub struct Sent {
     pub refused: Vec<Errno>,
 }
 
-/// A borrowed UDP socket with the buffers of batched I/O.
+/// A borrowed UDP socket with the buffers of batched I/O. The message headers of each
+/// call are built for it (they hold pointers into that call's buffers), so this holds
+/// plain data only and may move between threads.
 pub struct BatchSocket {
     fd: RawFd,
     buffers: Vec<Vec<u8>>,
-    recv_headers: MultiHeaders<SockaddrStorage>,
-    send_headers: MultiHeaders<SockaddrStorage>,
     skip: Vec<SocketAddr>,
-    destinations: Vec<SockaddrStorage>,
+    destinations: Vec<SocketAddr>,
 }
 
 fn socket_addr(storage: &SockaddrStorage) -> Option<SocketAddr> {
@@ -88,8 +88,6 @@ impl BatchSocket {
         BatchSocket {
             fd,
             buffers: (0..SLOTS).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
-            recv_headers: MultiHeaders::preallocate(SLOTS, None),
-            send_headers: MultiHeaders::preallocate(SLOTS, None),
             skip: Vec::new(),
             destinations: Vec::new(),
         }
@@ -102,7 +100,7 @@ impl BatchSocket {
 
     /// Where every datagram of a send goes, in this order.
     pub fn set_destinations(&mut self, destinations: &[SocketAddr]) {
-        self.destinations = destinations.iter().map(|&a| SockaddrStorage::from(a)).collect();
+        self.destinations = destinations.to_vec();
     }
 
     pub fn destinations(&self) -> usize {
@@ -119,11 +117,12 @@ impl BatchSocket {
             let n = want.min(SLOTS);
             got.clear();
             {
+                let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n, None);
                 let mut slices: Vec<[IoSliceMut<'_>; 1]> = self.buffers[..n]
                     .iter_mut()
                     .map(|buffer| [IoSliceMut::new(buffer.as_mut_slice())])
                     .collect();
-                match recvmmsg(self.fd, &mut self.recv_headers, slices.iter_mut(),
+                match recvmmsg(self.fd, &mut headers, slices.iter_mut(),
                                MsgFlags::MSG_DONTWAIT, None) {
                     Ok(results) => {
                         got.extend(results.map(|r| {
@@ -170,9 +169,11 @@ impl BatchSocket {
             let end = total.min(next + SLOTS);
             let slices: Vec<[IoSlice<'_>; 1]> =
                 (next..end).map(|k| [IoSlice::new(datagrams[k / per])]).collect();
-            let addresses: Vec<Option<SockaddrStorage>> =
-                (next..end).map(|k| Some(self.destinations[k % per])).collect();
-            match sendmmsg(self.fd, &mut self.send_headers, slices.iter(), &addresses,
+            let addresses: Vec<Option<SockaddrStorage>> = (next..end)
+                .map(|k| Some(SockaddrStorage::from(self.destinations[k % per])))
+                .collect();
+            let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(end - next, None);
+            match sendmmsg(self.fd, &mut headers, slices.iter(), &addresses,
                            no_control, MsgFlags::MSG_DONTWAIT) {
                 Ok(results) => {
                     let mut took = 0;
@@ -297,6 +298,12 @@ mod tests {
         let sent = io.send(&[b"x"]);
         assert_eq!(sent.copies, 0);
         assert_eq!(sent.refused, vec![Errno::EBADF]);
+    }
+
+    #[test]
+    fn moves_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<BatchSocket>();
     }
 
     #[test]

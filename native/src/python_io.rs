@@ -21,7 +21,7 @@ fn addresses(pairs: Vec<(String, u16)>) -> PyResult<Vec<SocketAddr>> {
 
 /// Batched I/O on one socket: `DatagramIo(fd)`, `fd` a non-blocking UDP socket's
 /// descriptor that stays open while this is used.
-#[pyclass(name = "DatagramIo", module = "amcast_native", unsendable)]
+#[pyclass(name = "DatagramIo", module = "amcast_native")]
 pub struct PyDatagramIo {
     inner: BatchSocket,
 }

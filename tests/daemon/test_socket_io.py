@@ -64,7 +64,8 @@ def test_each_datagram_goes_to_every_destination_in_order(
     io = make(kind, tx)
     io.set_destinations([s.getsockname()[:2] for s in rxs])
     datagrams = [bytes([i]) * (1 + 7 * i) for i in range(50)]  # more than one call's worth
-    copies, nbytes, refused = io.send(datagrams)
+    copies, nbytes, refused = io.send(
+        [bytearray(d) if i % 2 else d for i, d in enumerate(datagrams)])  # any buffers
     assert (copies, nbytes, refused) == (150, 3 * sum(map(len, datagrams)), [])
     for rx in rxs:
         got, n, skipped = drain(make(kind, rx), 50)
