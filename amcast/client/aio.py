@@ -535,6 +535,9 @@ class Client(SessionState):
             if self._session.closed is not None:
                 raise self._session.closed_error()
             self._event_ready.clear()
+            if timeout is None:  # no timer to arm: the wait itself
+                await self._event_ready.wait()
+                continue
             try:
                 await asyncio.wait_for(self._event_ready.wait(), timeout)
             except TimeoutError:
