@@ -21,7 +21,7 @@ Measured per n and load, divided by the ordered (application) messages of the ru
   measured with wrappers installed by this module only (``protocols/`` has no timing
   code): wire (encode, decode, HMAC), ordering engine (``TotalOrderEngine.insert`` and
   ``close``: the Python engine, on any core), the rest of the Node (reliable layer,
-  session, membership; the Python reliable layer and encoder too, on any core), and
+  session, membership; the Python reliable layer, encoder and sealer too, on any core), and
   the simulator's own loop. Every receiver decodes and authenticates its own copy, as a
   daemon does (the simulator's shared decode cache is turned off here);
 - the GL-ToTo threshold phi (n/2) and the votes a message waits for: the early rule
@@ -177,6 +177,13 @@ def installed(probe: Probe) -> Iterator[Probe]:
     # native encoder would bypass ``encode`` above and no DATA header would be counted)
     patch(reliable_native, "layer_class", lambda core=None, node_id=0, members=None: ReliableLayer)
     patch(node_module, "make_encoder", lambda core=None: encode_plain)
+    # and with the Python sealer, whose ``open`` is the one timed above
+    make_sealer = node_module.make_sealer
+
+    def python_sealer(*args: Any, **kwargs: Any) -> Any:
+        return make_sealer(*args, **{**kwargs, "seal": "pure"})
+
+    patch(node_module, "make_sealer", python_sealer)
     patch(TotalOrderEngine, "insert", insert_and_keep)
     patch(TotalOrderEngine, "close", probe.timed("ordering", TotalOrderEngine.close))
     for name in ("receive_datagram", "handle_timer", "datagrams_to_send", "submit",
