@@ -85,7 +85,7 @@ class PythonSocketIo:
             except (BlockingIOError, InterruptedError):
                 break
             except OSError as exc:
-                error = exc.errno or 0
+                error = exc.errno or -1  # no errno: counted as send_error
                 break
             if skip and addr[:2] in skip:  # IPv6 addresses are 4-tuples
                 skipped += 1
@@ -104,7 +104,7 @@ class PythonSocketIo:
                 try:
                     sendto(data, dest)
                 except OSError as exc:
-                    refused.append(exc.errno or 0)
+                    refused.append(exc.errno or -1)  # no errno: counted as send_error
                     continue
                 copies += 1
                 nbytes += len(data)
